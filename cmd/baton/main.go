@@ -1,0 +1,126 @@
+// Command baton runs scheduled jobs once, and only once, on one host or across
+// a fleet. This package only wires: each subcommand is a type in a file of its
+// own, with Run(ctx, args) writing to the streams it is given.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(Main(ctx, os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+}
+
+// Env is what a subcommand may touch of the outside world.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Started is when this baton process started, recorded as the holder's
+	// start time so that a reused pid is not mistaken for the holder.
+	Started time.Time
+}
+
+// Command is one subcommand.
+type Command interface {
+	Run(ctx context.Context, args []string) error
+}
+
+// ExitError ends baton with a given status and no message of its own, as
+// when `baton run` passes on its command's status.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+var commands = []struct {
+	name, synopsis string
+	make           func(*Env) Command
+}{
+	{"run", "run a command under a job's lease (a drop-in for flock -n)", func(e *Env) Command { return &RunCommand{env: e} }},
+	{"leases", "list every lease with its holder, token and expiry", func(e *Env) Command { return &LeasesCommand{env: e} }},
+	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
+	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
+}
+
+// Main runs baton with args (without the program name) and returns its exit
+// status. Errors are reported here, once.
+func Main(ctx context.Context, args []string, env *Env) int {
+	if env.Started.IsZero() {
+		env.Started = time.Now()
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(env.Stdout)
+		if len(args) == 0 {
+			return baton.ExitUsage
+		}
+		return baton.ExitOK
+	}
+	if args[0] == "version" || args[0] == "--version" {
+		fmt.Fprintln(env.Stdout, "baton", Version)
+		return baton.ExitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return report(env.Stderr, c.name, c.make(env).Run(ctx, args[1:]))
+		}
+	}
+	fmt.Fprintf(env.Stderr, "baton: unknown command %q\nRun 'baton --help' for the list of commands.\n", args[0])
+	return baton.ExitUsage
+}
+
+// Version is set at build time with -ldflags "-X main.Version=…".
+var Version = "dev"
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `baton runs scheduled jobs once, and only once, on one host or across a fleet.
+
+Usage:
+  baton COMMAND [flags] [arguments]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.synopsis)
+	}
+	fmt.Fprint(w, `  version   print baton's version
+
+Store: the local store (flock files, one host) unless --db or BATON_DB
+names a PostgreSQL database (postgres://… or postgresql://…).
+
+Run 'baton COMMAND --help' for a command's flags and exit statuses.
+`)
+}
+
+// report prints err once, on one line, and returns the exit status for it.
+func report(stderr io.Writer, name string, err error) int {
+	if err == nil {
+		return baton.ExitOK
+	}
+	var exit ExitError
+	if errors.As(err, &exit) {
+		return exit.Code
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return baton.ExitOK
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	fmt.Fprintf(stderr, "baton %s: %s\n", name, msg)
+	if baton.ErrorCode(err) == baton.EINVALID {
+		fmt.Fprintf(stderr, "Run 'baton %s --help' for usage.\n", name)
+	}
+	return baton.ExitStatus(err)
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/supervise"
+	"github.com/google/uuid"
+)
+
+const runHelp = `
+Usage: baton run [flags] JOB -- COMMAND [ARGS…]
+
+Runs COMMAND while holding the lease of JOB, so that it never runs twice at
+once: on this host with the local store (the default), or on every host that
+uses the same PostgreSQL database (--db or BATON_DB). A drop-in for
+"flock -n LOCKFILE COMMAND" in crontabs and timers:
+
+  */5 * * * * baton run report -- /usr/local/bin/report --daily
+
+The command runs in its own process group with stdin, stdout and stderr
+passed through, and with these in its environment:
+
+  BATON_JOB            the job's name
+  BATON_FENCING_TOKEN  this run's token: greater than every earlier run's
+  BATON_RUN_ID         this run's unique ID (a UUID)
+  BATON_LEASE_TTL      the lease's TTL, e.g. 30s
+
+The lease is renewed about every TTL/3. If no renewal succeeds in time (the
+store is unreachable, or the lease was taken over), baton sends TERM to the
+command's group, KILL after --kill-after, and exits 76: the group is stopped
+before the store can grant the lease to anyone else. INT, TERM, HUP and QUIT
+sent to baton are passed to the group. When the command ends, the lease is
+released at once.
+
+Exit status:
+  the command's own   it ran (128+N if signal N ended it; 127 not found, 126 not runnable)
+  75                  not run: the lease is held elsewhere (--busy-exit-code)
+  64                  usage error: bad flag, job name or argument
+  69                  the store is unavailable (unreachable, refused, too many clients)
+  70                  internal error
+  76                  the lease was lost while the command ran; it was stopped
+`
+
+// RunCommand is `baton run`.
+type RunCommand struct {
+	env   *Env
+	store storeFlags
+
+	wait      time.Duration
+	ttl       time.Duration
+	killAfter time.Duration
+	busyCode  int
+	quiet     bool
+}
+
+// Run parses args, takes the lease and supervises the command.
+func (c *RunCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("run", c.env.Stdout, runHelp)
+	c.store.register(fs)
+	durationFlag(fs, &c.wait, "wait", 0, "wait up to `DURATION` for the lease instead of giving up at once")
+	durationFlag(fs, &c.ttl, "ttl", 30*time.Second, "lease `TTL`, judged by the store's clock; renewed about every TTL/3")
+	durationFlag(fs, &c.killAfter, "kill-after", 10*time.Second, "after TERM, wait `DURATION` before KILL (at most TTL/3)")
+	fs.IntVar(&c.busyCode, "busy-exit-code", baton.ExitBusy, "exit status when the lease is held elsewhere (0-255)")
+	fs.BoolVar(&c.quiet, "quiet", false, "say nothing when the lease is busy")
+
+	// Everything after the first "--" is the command, never flags.
+	sep := slices.Index(args, "--")
+	var command []string
+	if sep >= 0 {
+		command = args[sep+1:]
+		args = args[:sep]
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := c.validate(pos, sep, command); err != nil {
+		return err
+	}
+	job := pos[0]
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.store.open(ctx, c.env, "run", true)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	info := st.leaser.Info()
+	if c.store.verbose {
+		fmt.Fprintf(c.env.Stderr, "baton: store %s at %s, scope %s\n", info.Kind, info.Location, info.Scope)
+	}
+
+	host, _ := os.Hostname()
+	req := baton.AcquireRequest{
+		Job: job, TTL: c.ttl, Owner: uuid.NewString(), Host: host, PID: os.Getpid(),
+		Argv: command, StartedAt: c.env.Started,
+	}
+	grant, sent, err := acquire(ctx, st.leaser, req, c.wait)
+	if err != nil {
+		return err
+	}
+	if grant.Busy() {
+		if !c.quiet {
+			fmt.Fprintf(c.env.Stderr, "baton: job %s not run: its lease is held%s\n", job, describeHolder(grant.Holder))
+		}
+		return ExitError{c.busyCode}
+	}
+	if c.store.verbose {
+		fmt.Fprintf(c.env.Stderr, "baton: job %s acquired, token %d, run %s\n", job, grant.Term.Token, grant.Term.Owner)
+	}
+
+	sup := &supervise.Supervisor{
+		Leaser: st.leaser, KillAfter: c.killAfter,
+		Stdin: c.env.Stdin, Stdout: c.env.Stdout, Stderr: c.env.Stderr,
+		Env: os.Environ(),
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(c.env.Stderr, "baton: "+format+"\n", args...)
+		},
+	}
+	res := sup.Run(ctx, grant.Term, sent, command)
+	if res.LeaseLost != nil {
+		fmt.Fprintf(c.env.Stderr, "baton: lease lost: %v; the command was stopped (its status was %d)\n", res.LeaseLost, res.ExitCode)
+		return ExitError{baton.ExitLeaseLost}
+	}
+	if res.ReleaseErr != nil {
+		fmt.Fprintf(c.env.Stderr, "baton: warning: could not release the lease of %s (token %d); it expires by itself: %v\n", job, grant.Term.Token, res.ReleaseErr)
+	}
+	return ExitError{res.ExitCode}
+}
+
+func (c *RunCommand) validate(pos []string, sep int, command []string) error {
+	switch {
+	case len(pos) == 0:
+		return baton.Invalid("JOB", "missing: want baton run [flags] JOB -- COMMAND [ARGS…]")
+	case sep < 0:
+		return baton.Invalid("--", "missing between JOB and COMMAND: want baton run [flags] JOB -- COMMAND [ARGS…]")
+	case len(pos) > 1:
+		return baton.Invalid("JOB", "want one job name before --, got %d words: %s", len(pos), strings.Join(pos, " "))
+	case len(command) == 0 || command[0] == "":
+		return baton.Invalid("COMMAND", "missing after --")
+	case c.ttl <= 0:
+		return baton.Invalid("--ttl", "must be positive, got %s", c.ttl)
+	case c.ttl < 100*time.Millisecond:
+		return baton.Invalid("--ttl", "must be at least 100ms, got %s", c.ttl)
+	case c.killAfter < 0:
+		return baton.Invalid("--kill-after", "must not be negative, got %s", c.killAfter)
+	case c.wait < 0:
+		return baton.Invalid("--wait", "must not be negative, got %s", c.wait)
+	case c.busyCode < 0 || c.busyCode > 255:
+		return baton.Invalid("--busy-exit-code", "must be 0-255, got %d", c.busyCode)
+	}
+	return baton.ValidateJobName(pos[0])
+}
+
+// acquire tries for the lease until it is granted or wait has passed,
+// backing off from 50ms to 2s with jitter so that waiters do not hammer the
+// store in step. It returns the grant and the send time of the request that
+// won it, from which the holder's trust window runs.
+func acquire(ctx context.Context, l baton.Leaser, req baton.AcquireRequest, wait time.Duration) (baton.Grant, time.Time, error) {
+	deadline := time.Now().Add(wait)
+	backoff := 50 * time.Millisecond
+	for {
+		sent := time.Now()
+		grant, err := l.Acquire(ctx, req)
+		if err != nil || !grant.Busy() {
+			return grant, sent, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return grant, sent, nil
+		}
+		sleep := min(backoff/2+rand.N(backoff/2+1), left)
+		select {
+		case <-ctx.Done():
+			return grant, sent, nil
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func describeHolder(h *baton.Holder) string {
+	if h == nil {
+		return ""
+	}
+	s := fmt.Sprintf(" by %s pid %d (token %d", h.Host, h.PID, h.Token)
+	if !h.AcquiredAt.IsZero() {
+		s += ", since " + h.AcquiredAt.UTC().Format(time.RFC3339)
+	}
+	if !h.Until.IsZero() {
+		s += ", until " + h.Until.UTC().Format(time.RFC3339)
+	}
+	return s + ")"
+}

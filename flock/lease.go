@@ -1,0 +1,335 @@
+// Package flock adapts flock(2) to baton: the lease store of one host, the
+// embedded default that needs no server.
+//
+// Each job has one lock file, <dir>/<job>.lock. Holding the lease is holding
+// an exclusive flock on that file from a descriptor opened close-on-exec, so
+// the kernel releases it the moment the holding process dies, and no child
+// inherits it. The file also keeps, written under the lock, the job's fencing
+// token and its last holder, so tokens only grow across runs and reboots of
+// the same directory. baton never deletes a lock file: someone may hold it.
+// After locking, the locked inode is checked to be the one at the path, so a
+// file deleted or replaced by hand cannot give two holders.
+package flock
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton"
+	"golang.org/x/sys/unix"
+)
+
+// Leaser keeps leases as flocks on files in one directory.
+type Leaser struct {
+	dir   string
+	scope string
+
+	mu   sync.Mutex
+	held map[string]*os.File // by term owner
+}
+
+var _ baton.Leaser = (*Leaser)(nil)
+
+// Open returns a Leaser over dir, creating dir if needed. scope says who
+// shares the directory ("host" or "user"), for display.
+func Open(dir, scope string) (*Leaser, error) {
+	if dir == "" {
+		return nil, baton.Invalid("lock-dir", "is empty")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, baton.Invalid("lock-dir", "%s: %v", dir, err)
+	}
+	mode := os.FileMode(0o755)
+	if scope == "user" {
+		mode = 0o700
+	}
+	if err := os.MkdirAll(abs, mode); err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock directory")
+	}
+	return &Leaser{dir: abs, scope: scope, held: map[string]*os.File{}}, nil
+}
+
+// Dir is the lock directory.
+func (l *Leaser) Dir() string { return l.dir }
+
+// Info says that leases are shared by every process using this directory.
+func (l *Leaser) Info() baton.StoreInfo {
+	return baton.StoreInfo{Kind: "local", Location: l.dir, Scope: l.scope}
+}
+
+// state is what a lock file holds: the job's last token and its holder.
+type state struct {
+	Token      int64      `json:"token"`
+	Owner      string     `json:"owner,omitempty"`
+	Host       string     `json:"host,omitempty"`
+	PID        int        `json:"pid,omitempty"`
+	Argv       []string   `json:"argv,omitempty"`
+	StartedAt  time.Time  `json:"started_at,omitzero"`
+	AcquiredAt time.Time  `json:"acquired_at,omitzero"`
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
+}
+
+func (s state) holder() *baton.Holder {
+	return &baton.Holder{Owner: s.Owner, Token: s.Token, Host: s.Host, PID: s.PID, Argv: s.Argv,
+		StartedAt: s.StartedAt, AcquiredAt: s.AcquiredAt}
+}
+
+func (l *Leaser) path(job string) string { return filepath.Join(l.dir, job+".lock") }
+
+// Acquire takes the job's flock without blocking. A lock held by any other
+// descriptor, in this process or another, makes the Grant busy.
+func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.Grant, error) {
+	if err := baton.ValidateJobName(req.Job); err != nil {
+		return baton.Grant{}, err
+	}
+	path := l.path(req.Job)
+	// A lock file replaced between open and flock is retried; three times
+	// in a row means someone is replacing it in a loop.
+	for attempt := 0; attempt < 3; attempt++ {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			st, _ := readState(f)
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return baton.Grant{Holder: st.holder()}, nil
+			}
+			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "locking %s", path)
+		}
+		same, err := sameInode(f, path)
+		if err != nil {
+			f.Close()
+			return baton.Grant{}, err
+		}
+		if !same {
+			f.Close()
+			continue
+		}
+		st, err := readState(f)
+		if err != nil {
+			f.Close()
+			return baton.Grant{}, baton.Wrap(baton.EINTERNAL, err, "lock file %s is corrupt; it keeps the job's fencing token, so baton will not guess one. Inspect it, then remove it only if no run can hold a token", path)
+		}
+		next := state{Token: st.Token + 1, Owner: req.Owner, Host: req.Host, PID: req.PID, Argv: req.Argv,
+			StartedAt: req.StartedAt, AcquiredAt: time.Now().UTC()}
+		// The token must be on disk before anyone can act on it, or a crash
+		// of the host could hand out the same token twice.
+		if err := writeState(f, next, true); err != nil {
+			f.Close()
+			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file %s", path)
+		}
+		l.mu.Lock()
+		l.held[req.Owner] = f
+		l.mu.Unlock()
+		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: next.Token, TTL: req.TTL}}, nil
+	}
+	return baton.Grant{}, baton.Errorf(baton.ECONFLICT, "lock file %s keeps being replaced", path)
+}
+
+// Renew checks that the term's lock is still held on the file at the path.
+// A local lease does not expire while its holder lives, so there is nothing
+// to extend; what can go wrong is the file being deleted or replaced.
+func (l *Leaser) Renew(ctx context.Context, term *baton.Term) error {
+	f, err := l.file(term)
+	if err != nil {
+		return err
+	}
+	same, err := sameInode(f, l.path(term.Job))
+	if err != nil {
+		return err
+	}
+	if !same {
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s was deleted or replaced while held", term.Job)
+	}
+	return nil
+}
+
+// Release records the release in the lock file, keeping the token, and
+// unlocks by closing the descriptor.
+func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
+	f, err := l.file(term)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	delete(l.held, term.Owner)
+	l.mu.Unlock()
+	defer f.Close()
+	same, err := sameInode(f, l.path(term.Job))
+	if err != nil {
+		return err
+	}
+	if !same {
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s was deleted or replaced while held", term.Job)
+	}
+	st, err := readState(f)
+	if err != nil || st.Token != term.Token {
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s no longer holds token %d", term.Job, term.Token)
+	}
+	now := time.Now().UTC()
+	st.ReleasedAt = &now
+	// No fsync: the token did not change, and a lost release record only
+	// makes the lease look "expired" instead of "free" after a crash.
+	if err := writeState(f, st, false); err != nil {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file of %s", term.Job)
+	}
+	return nil
+}
+
+func (l *Leaser) file(term *baton.Term) (*os.File, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f, ok := l.held[term.Owner]
+	if !ok {
+		return nil, baton.Errorf(baton.ELEASELOST, "term %d of %s is not held by this process", term.Token, term.Job)
+	}
+	return f, nil
+}
+
+// Leases lists every lock file in the directory. A lock is "held" when the
+// kernel reports a flock on its inode (read from /proc/locks, which does not
+// disturb the holder), "free" when released, and "expired" when its holder
+// died without releasing it.
+func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "reading lock directory")
+	}
+	locked, err := lockedInodes()
+	if err != nil {
+		return nil, baton.Wrap(baton.EINTERNAL, err, "reading /proc/locks")
+	}
+	var out []baton.Lease
+	for _, e := range entries {
+		job, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || e.IsDir() {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			continue // removed by hand since ReadDir
+		}
+		st, serr := readState(f)
+		var fs unix.Stat_t
+		ferr := unix.Fstat(int(f.Fd()), &fs)
+		f.Close()
+		if serr != nil || ferr != nil {
+			continue
+		}
+		ls := baton.Lease{Job: job, Token: st.Token, Holder: *st.holder()}
+		_, held := locked[inodeKey{unix.Major(fs.Dev), unix.Minor(fs.Dev), fs.Ino}]
+		switch {
+		case held:
+			ls.State = baton.LeaseHeld
+		case st.ReleasedAt != nil || st.Token == 0:
+			ls.State = baton.LeaseFree
+		default:
+			ls.State = baton.LeaseExpired
+		}
+		out = append(out, ls)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
+	return out, nil
+}
+
+func sameInode(f *os.File, path string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &a); err != nil {
+		return false, baton.Wrap(baton.EINTERNAL, err, "fstat %s", path)
+	}
+	if err := unix.Lstat(path, &b); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, nil
+		}
+		return false, baton.Wrap(baton.EUNAVAILABLE, err, "stat %s", path)
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+}
+
+// maxStateSize keeps the state in one small write, which the kernel does not
+// interleave with a reader's read of the same file.
+const maxStateSize = 4096
+
+func readState(f *os.File) (state, error) {
+	buf := make([]byte, maxStateSize)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return state{}, err
+	}
+	b := bytes.TrimSpace(buf[:n])
+	if len(b) == 0 {
+		return state{}, nil // new file
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return state{}, fmt.Errorf("parsing: %w", err)
+	}
+	return st, nil
+}
+
+func writeState(f *os.File, st state, sync bool) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	if len(b)+1 > maxStateSize {
+		st.Argv = []string{"(argv too long to record)"}
+		if b, err = json.Marshal(st); err != nil {
+			return err
+		}
+	}
+	b = append(b, '\n')
+	if _, err := f.WriteAt(b, 0); err != nil {
+		return err
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
+		return err
+	}
+	if sync {
+		return unix.Fdatasync(int(f.Fd()))
+	}
+	return nil
+}
+
+type inodeKey struct {
+	major, minor uint32
+	ino          uint64
+}
+
+// lockedInodes parses /proc/locks: "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF".
+func lockedInodes() (map[inodeKey]int, error) {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil, err
+	}
+	out := map[inodeKey]int{}
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[1] != "FLOCK" {
+			continue
+		}
+		var k inodeKey
+		var pid int
+		if _, err := fmt.Sscanf(fields[4], "%d", &pid); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(fields[5], "%x:%x:%d", &k.major, &k.minor, &k.ino); err != nil {
+			continue
+		}
+		out[k] = pid
+	}
+	return out, nil
+}

@@ -1,0 +1,228 @@
+// Package postgres adapts PostgreSQL (through pgx and pgxpool) to baton: the
+// lease store of a fleet, its migrations, and the translation of driver errors
+// into baton's error codes.
+//
+// Every statement runs outside any long transaction, on a small bounded pool,
+// and relies on no session state, so a PgBouncer in transaction mode works.
+// Expiry is always judged by the database's clock_timestamp().
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// DefaultSchema is where baton keeps its tables unless told otherwise.
+const DefaultSchema = "baton"
+
+// Config says how to reach PostgreSQL.
+type Config struct {
+	DSN    string // postgres:// URL or keyword/value string
+	Schema string // DefaultSchema when empty
+	// Application becomes application_name unless the DSN sets one, so that
+	// pg_stat_activity (and baton doctor) can tell who holds a slot.
+	Application string
+	MaxConns    int32 // DefaultMaxConns when zero
+	// NoMigrate skips the automatic migration on Open.
+	NoMigrate bool
+}
+
+// DefaultMaxConns bounds the pool whatever the number of jobs or CPUs.
+const DefaultMaxConns = 4
+
+// DefaultConnectTimeout applies when the DSN sets no connect_timeout.
+const DefaultConnectTimeout = 5 * time.Second
+
+// DB is an open PostgreSQL store.
+type DB struct {
+	pool   *pgxpool.Pool
+	schema string
+	dsn    string // redacted
+	sql    map[string]string
+}
+
+// IsDSN reports whether s selects PostgreSQL.
+func IsDSN(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Open connects to PostgreSQL and, unless cfg.NoMigrate, brings the schema
+// up to date. The pool connects lazily, so an unreachable server shows up as
+// an EUNAVAILABLE error from Open's migration check or from the first query.
+func Open(ctx context.Context, cfg Config) (*DB, error) {
+	if cfg.Schema == "" {
+		cfg.Schema = DefaultSchema
+	}
+	if !schemaName.MatchString(cfg.Schema) {
+		return nil, baton.Invalid("schema", "%q is not a plain lower-case identifier (a-z, 0-9, _; at most 63)", cfg.Schema)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	pcfg.MinConns = 0
+	pcfg.MaxConnIdleTime = time.Minute
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok && cfg.Application != "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.Application
+	}
+	if !strings.Contains(cfg.DSN, "connect_timeout") {
+		pcfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
+	}
+	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN)}
+	if db.sql, err = loadSQL(cfg.Schema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if !cfg.NoMigrate {
+		if _, err := db.migrateIfBehind(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Pool gives tests and benchmarks the pool itself.
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// Schema is the schema holding baton's tables.
+func (db *DB) Schema() string { return db.schema }
+
+// Location is the redacted DSN and the schema, for display.
+func (db *DB) Location() string { return db.dsn + " (schema " + db.schema + ")" }
+
+// loadSQL reads every embedded statement and names its schema. Identifiers
+// cannot be bound as parameters, so the schema is spliced in once, quoted,
+// after it was checked to be a plain identifier.
+func loadSQL(schema string) (map[string]string, error) {
+	out := map[string]string{}
+	err := fs.WalkDir(sqlFiles, "sql", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := sqlFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
+		out[name] = strings.ReplaceAll(string(b), "@schema@", pgx.Identifier{schema}.Sanitize())
+		return nil
+	})
+	if err != nil {
+		return nil, baton.Wrap(baton.EINTERNAL, err, "loading embedded SQL")
+	}
+	return out, nil
+}
+
+func (db *DB) query(name string) string {
+	q, ok := db.sql[name]
+	if !ok {
+		panic("postgres: no embedded SQL named " + name)
+	}
+	return q
+}
+
+// RedactDSN hides the password of a DSN in URL or keyword/value form.
+func RedactDSN(dsn string) string {
+	if IsDSN(dsn) {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return "postgres://(unparsable URL)"
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
+}
+
+var kvPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// redactErr renders err without any password that the DSN carried, since
+// driver errors may quote the connection string.
+func redactErr(err error, dsn string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return kvPassword.ReplaceAllString(msg, "${1}xxxxx")
+}
+
+// translate turns a driver error into a baton error at the adapter's edge.
+func (db *DB) translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var be *baton.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
+			pgErr.Code == "3D000", strings.HasPrefix(pgErr.Code, "28"):
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactErr(err, "")), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
+		case pgErr.Code == "23505":
+			return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+		}
+		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, os.ErrDeadlineExceeded) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || isClosedConn(err) {
+		return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactErr(err, "")), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
+	}
+	if errors.Is(err, context.Canceled) {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: canceled", what)
+	}
+	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+}
+
+func isClosedConn(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "conn closed") || strings.Contains(s, "unexpected EOF") ||
+		strings.Contains(s, "connection reset") || strings.Contains(s, "broken pipe")
+}
+
+func (db *DB) String() string { return fmt.Sprintf("postgres %s", db.Location()) }

@@ -1,0 +1,19 @@
+-- Insert the lease, or take over one that has expired by the database's clock,
+-- bumping the fencing token. No row comes back when the lease is held.
+insert into @schema@.job_leases as l
+  (job_key, lease_owner, lease_until, fencing_token,
+   owner_host, owner_pid, owner_argv, owner_started_at, acquired_at, released_at)
+values ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', 1,
+   $4, $5, $6, $7, clock_timestamp(), null)
+on conflict (job_key) do update
+  set lease_owner = excluded.lease_owner,
+      lease_until = excluded.lease_until,
+      fencing_token = l.fencing_token + 1,
+      owner_host = excluded.owner_host,
+      owner_pid = excluded.owner_pid,
+      owner_argv = excluded.owner_argv,
+      owner_started_at = excluded.owner_started_at,
+      acquired_at = excluded.acquired_at,
+      released_at = null
+  where l.lease_until <= clock_timestamp()
+returning fencing_token, lease_until
