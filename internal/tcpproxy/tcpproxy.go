@@ -1,0 +1,179 @@
+// Package tcpproxy forwards TCP connections on loopback so tests can cut them.
+//
+// Chaos tests put a Proxy between a client and its server (baton and
+// PostgreSQL) and call Cut to make the network fail under the client: every
+// forwarded connection is closed and new ones are closed as soon as they are
+// accepted, until Restore. A cut looks to the client like a server that went
+// away, which is what a client must survive; the server sees its client
+// disconnect.
+package tcpproxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// dialTimeout bounds the connection to the target, so a dead target makes the
+// client's connection fail instead of hang.
+const dialTimeout = 5 * time.Second
+
+// Proxy accepts connections on 127.0.0.1 and forwards each to its target.
+type Proxy struct {
+	listener net.Listener
+	target   string
+
+	mu     sync.Mutex
+	cut    bool
+	closed bool
+	conns  map[net.Conn]struct{} // both ends of every forwarded connection
+
+	wg sync.WaitGroup // the accept loop and every forwarding goroutine
+}
+
+// Start listens on 127.0.0.1:0 and forwards every accepted connection to
+// target ("host:port").
+func Start(target string) (*Proxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{listener: l, target: target, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.acceptLoop()
+	return p, nil
+}
+
+// Addr returns the address clients dial instead of the target:
+// "127.0.0.1:PORT".
+func (p *Proxy) Addr() string {
+	return p.listener.Addr().String()
+}
+
+// Cut closes every forwarded connection and makes the proxy close new ones as
+// soon as it accepts them, until Restore. Cutting a cut proxy does nothing.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	p.closeAllLocked()
+}
+
+// Restore makes the proxy forward new connections again. Connections closed
+// by Cut stay closed: clients must reconnect.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+}
+
+// Close stops listening, closes every forwarded connection and waits for the
+// proxy's goroutines to end.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	err := p.listener.Close()
+	p.closeAllLocked()
+	p.mu.Unlock()
+	p.wg.Wait()
+	return err
+}
+
+func (p *Proxy) closeAllLocked() {
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		client, err := p.listener.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE under a connection storm) must not
+			// end the proxy; back off briefly instead of spinning.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		p.mu.Lock()
+		refuse := p.cut || p.closed
+		p.mu.Unlock()
+		if refuse {
+			client.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go p.forward(client)
+	}
+}
+
+// forward connects client to the target and copies both ways until either
+// side closes or the proxy closes them.
+func (p *Proxy) forward(client net.Conn) {
+	defer p.wg.Done()
+	server, err := net.DialTimeout("tcp", p.target, dialTimeout)
+	if err != nil {
+		client.Close()
+		return
+	}
+	if !p.track(client, server) {
+		// Cut or closed while we were dialing.
+		client.Close()
+		server.Close()
+		return
+	}
+	defer p.untrack(client, server)
+
+	done := make(chan struct{}, 2)
+	go func() { pipe(server, client); done <- struct{}{} }()
+	go func() { pipe(client, server); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+// pipe copies src to dst. When src ends cleanly it passes the half-close on,
+// so a client that shuts down its write side still reads the reply; on an
+// error both connections are closed, which also ends the copy the other way.
+func pipe(dst, src net.Conn) {
+	_, err := io.Copy(dst, src)
+	if err == nil {
+		if tc, ok := dst.(*net.TCPConn); ok {
+			if tc.CloseWrite() == nil {
+				return
+			}
+		}
+	}
+	dst.Close()
+	src.Close()
+}
+
+func (p *Proxy) track(conns ...net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut || p.closed {
+		return false
+	}
+	for _, c := range conns {
+		p.conns[c] = struct{}{}
+	}
+	return true
+}
+
+func (p *Proxy) untrack(conns ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}

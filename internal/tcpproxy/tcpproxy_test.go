@@ -1,0 +1,186 @@
+package tcpproxy_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/tcpproxy"
+)
+
+// echoServer echoes every line back on 127.0.0.1 until the test ends.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.Copy(c, c)
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+func startProxy(t *testing.T, target string) *tcpproxy.Proxy {
+	t.Helper()
+	p, err := tcpproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip sends a line and expects it back.
+func roundTrip(t *testing.T, c net.Conn, msg string) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	// Write while reading: a large message would fill the socket buffers
+	// and block a writer that reads only afterwards.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := io.WriteString(c, msg+"\n")
+		wrote <- err
+	}()
+	got, err := bufio.NewReader(c).ReadString('\n')
+	if werr := <-wrote; werr != nil {
+		t.Fatalf("write: %v", werr)
+	}
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if got != msg+"\n" {
+		t.Fatalf("echo = %q, want %q", got, msg+"\n")
+	}
+}
+
+// expectClosed checks that a read on c ends promptly with EOF or an error,
+// rather than blocking: the proxy closed the connection.
+func expectClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	if err == nil {
+		t.Fatal("read succeeded on a cut connection")
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatal("connection still open 2s after Cut")
+	}
+}
+
+func TestForwards(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, echoServer(t))
+	if !strings.HasPrefix(p.Addr(), "127.0.0.1:") {
+		t.Fatalf("Addr = %q, want 127.0.0.1:PORT", p.Addr())
+	}
+	a, b := dial(t, p.Addr()), dial(t, p.Addr())
+	roundTrip(t, a, "hello")
+	roundTrip(t, b, "world")
+	roundTrip(t, a, strings.Repeat("x", 1<<20))
+}
+
+func TestCutAndRestore(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, echoServer(t))
+	old := dial(t, p.Addr())
+	roundTrip(t, old, "before")
+
+	p.Cut()
+	p.Cut() // idempotent
+	expectClosed(t, old)
+
+	// While cut, a new connection is accepted by the kernel but closed at
+	// once by the proxy.
+	refused := dial(t, p.Addr())
+	io.WriteString(refused, "anyone?\n")
+	expectClosed(t, refused)
+
+	p.Restore()
+	roundTrip(t, dial(t, p.Addr()), "after")
+	// Connections cut earlier stay cut.
+	expectClosed(t, old)
+}
+
+func TestHalfClose(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, echoServer(t))
+	c := dial(t, p.Addr()).(*net.TCPConn)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	io.WriteString(c, "last words")
+	// The client is done writing but still wants the reply.
+	if err := c.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "last words" {
+		t.Fatalf("got %q after half-close", got)
+	}
+}
+
+func TestTargetDown(t *testing.T) {
+	t.Parallel()
+	// A port with nothing listening: take one and free it.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := l.Addr().String()
+	l.Close()
+
+	p := startProxy(t, target)
+	expectClosed(t, dial(t, p.Addr()))
+}
+
+func TestClose(t *testing.T) {
+	t.Parallel()
+	p, err := tcpproxy.Start(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, p.Addr())
+	roundTrip(t, c, "hi")
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, c)
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if c, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
+		c.Close()
+		t.Fatal("proxy still listens after Close")
+	}
+}

@@ -1,0 +1,159 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/leasetest"
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/postgres"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// open opens a store on dsn and closes it when the test ends.
+func open(t *testing.T, dsn string) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	leasetest.Run(t, leasetest.Store{
+		Expires: true,
+		New: func(t *testing.T) func(t *testing.T) baton.Leaser {
+			dsn := pgtest.DSN(t)
+			return func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t, dsn)) }
+		},
+	})
+}
+
+// Tokens survive a restart of the PostgreSQL server itself, not only of
+// baton's pool.
+func TestTokensSurviveServerRestart(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	l := postgres.NewLeaser(open(t, dsn))
+	ctx := context.Background()
+	term := leasetest.MustAcquire(t, l, "job", time.Minute)
+	if err := l.Release(ctx, term); err != nil {
+		t.Fatal(err)
+	}
+	if !pgtest.Restart(t) {
+		t.Fatal("this test needs a cluster that the harness owns (unset BATON_TEST_DATABASE_URL)")
+	}
+	// The pool's old connections died with the server; a new pool is what a
+	// restarted baton would have.
+	l2 := postgres.NewLeaser(open(t, dsn))
+	next := leasetest.MustAcquire(t, l2, "job", time.Minute)
+	if next.Token != term.Token+1 {
+		t.Fatalf("token after server restart = %d, want %d", next.Token, term.Token+1)
+	}
+}
+
+// Expiry is the database's judgement: when the database's clock says the
+// term is over, it is over, whatever the holder's own clock says. Moving the
+// row's deadline into the database's past stands in for time passing there.
+func TestExpiryJudgedByDatabaseClock(t *testing.T) {
+	t.Parallel()
+	db := open(t, pgtest.DSN(t))
+	l := postgres.NewLeaser(db)
+	ctx := context.Background()
+	old := leasetest.MustAcquire(t, l, "job", time.Hour)
+	// The deadline is the database's now + TTL, whatever this host's clock says.
+	var dbNow time.Time
+	if err := db.Pool().QueryRow(ctx, "select clock_timestamp()").Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	if d := old.Until.Sub(dbNow); d < 59*time.Minute || d > time.Hour {
+		t.Fatalf("until - database now = %s, want about 1h", d)
+	}
+	if _, err := db.Pool().Exec(ctx, "update baton.job_leases set lease_until = clock_timestamp() - interval '1 millisecond'"); err != nil {
+		t.Fatal(err)
+	}
+	cur := leasetest.MustAcquire(t, l, "job", time.Minute)
+	if cur.Token != old.Token+1 {
+		t.Fatalf("token = %d, want %d", cur.Token, old.Token+1)
+	}
+	if err := l.Renew(ctx, old); baton.ErrorCode(err) != baton.ELEASELOST {
+		t.Fatalf("renew of the expired term: %v", err)
+	}
+}
+
+func TestMigrateIsIdempotentAndRecorded(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: "jobs_x", NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v != 0 {
+		t.Fatalf("version before migrate = %d, %v; want 0", v, err)
+	}
+	applied, err := db.Migrate(ctx)
+	if err != nil || len(applied) == 0 {
+		t.Fatalf("migrate: %v, applied %v", err, applied)
+	}
+	again, err := db.Migrate(ctx)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second migrate: %v, applied %v", err, again)
+	}
+	var n int
+	if err := db.Pool().QueryRow(ctx, "select count(*) from jobs_x.schema_migrations").Scan(&n); err != nil || n != len(applied) {
+		t.Fatalf("recorded %d migrations (%v), want %d", n, err, len(applied))
+	}
+	// The configured schema, not the default, holds the tables.
+	var exists bool
+	db.Pool().QueryRow(ctx, "select to_regclass('baton.job_leases') is not null").Scan(&exists)
+	if exists {
+		t.Fatal("tables created in schema baton, want jobs_x only")
+	}
+}
+
+func TestConcurrentMigrations(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn})
+			if err == nil {
+				db.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent first use: %v", err)
+		}
+	}
+}
+
+func TestBadSchemaName(t *testing.T) {
+	_, err := postgres.Open(context.Background(), postgres.Config{DSN: "postgres://localhost/x", Schema: `a"; drop table x; --`})
+	if baton.ErrorCode(err) != baton.EINVALID {
+		t.Fatalf("err = %v, want invalid", err)
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:secret@h/db":          "postgres://u:xxxxx@h/db",
+		"postgres://u@h/db?password=secret": "postgres://u@h/db?password=xxxxx",
+		"host=h password=secret user=u":     "host=h password=xxxxx user=u",
+		"host=h password='se cret' user=u":  "host=h password=xxxxx user=u",
+		"postgresql://h/db":                 "postgresql://h/db",
+	} {
+		if got := postgres.RedactDSN(in); got != want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
