@@ -154,10 +154,10 @@ func (db *DB) query(name string) string {
 
 // RedactDSN hides the password of a DSN in URL or keyword/value form.
 func RedactDSN(dsn string) string {
-	if IsDSN(dsn) {
+	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
-			return "postgres://(unparsable URL)"
+			return "(unparsable URL)"
 		}
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")

@@ -1,0 +1,200 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// batonBin is the real binary, built once for the package's tests.
+var batonBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "baton-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	batonBin = filepath.Join(dir, "baton")
+	out, err := exec.Command("go", "build", "-race", "-o", batonBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	pgtest.Main(m)
+}
+
+// store is where a test's leases live: a fresh lock directory, or a fresh
+// PostgreSQL database.
+type store struct {
+	name string
+	env  []string // BATON_DB or BATON_LOCK_DIR
+	dsn  string   // PostgreSQL only
+}
+
+func localStore(t *testing.T) store {
+	return store{name: "local", env: []string{"BATON_LOCK_DIR=" + t.TempDir()}}
+}
+
+func pgStore(t *testing.T) store {
+	dsn := pgtest.DSN(t)
+	return store{name: "postgres", env: []string{"BATON_DB=" + asURL(t, dsn)}, dsn: dsn}
+}
+
+// asURL turns the harness's keyword/value DSN into the URL form that
+// BATON_DB requires.
+func asURL(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := "sslmode=disable"
+	host := cfg.Host
+	if strings.HasPrefix(host, "/") {
+		q += "&host=" + host
+		host = ""
+	} else {
+		host = fmt.Sprintf("%s:%d", host, cfg.Port)
+	}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q += fmt.Sprintf("&port=%d", cfg.Port)
+	}
+	user := cfg.User
+	if cfg.Password != "" {
+		user += ":" + cfg.Password
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s?%s", user, host, cfg.Database, q)
+}
+
+func bothStores(t *testing.T, f func(t *testing.T, s store)) {
+	t.Run("local", func(t *testing.T) { t.Parallel(); f(t, localStore(t)) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); f(t, pgStore(t)) })
+}
+
+// result is how a baton process ended.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (s store) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, batonBin, args...)
+	cmd.Env = append(os.Environ(), s.env...)
+	return cmd
+}
+
+// run runs baton to completion.
+func (s store) run(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := s.command(ctx, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("running baton %v: %v", args, err)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+}
+
+// start starts baton in the background.
+func (s store) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := s.command(context.Background(), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, &out
+}
+
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// waitFile waits for path to exist, failing the test after d.
+func waitFile(t *testing.T, path string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 && bytes.HasSuffix(b, []byte("\n")) {
+			return strings.TrimSpace(string(b))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s did not appear within %s", path, d)
+	return ""
+}
+
+func alive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	if err != nil {
+		return false
+	}
+	// A zombie still answers kill(0); it is dead for our purposes.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// leases lists the store's leases through the binary.
+func (s store) leases(t *testing.T) []baton.Lease {
+	t.Helper()
+	r := s.run(t, "leases", "--json")
+	if r.code != 0 {
+		t.Fatalf("baton leases: exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		Store  baton.StoreInfo `json:"store"`
+		Leases []baton.Lease   `json:"leases"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("baton leases --json: %v\n%s", err, r.stdout)
+	}
+	if out.Store.Kind != s.name {
+		t.Fatalf("baton leases reports store %q, want %q", out.Store.Kind, s.name)
+	}
+	return out.Leases
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return n
+}
