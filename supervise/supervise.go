@@ -74,7 +74,10 @@ func Env(term *baton.Term) []string {
 }
 
 // Run runs argv under term, which the caller acquired with a request sent at
-// trustFrom, and releases the term when the command ends.
+// trustFrom, and releases the term when the command ends. Signals sent to
+// this process are forwarded to the command's group; cancelling ctx sends it
+// one TERM. A caller whose ctx is itself cancelled by those signals should
+// pass context.WithoutCancel(ctx), or the command gets each signal twice.
 func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string) Result {
 	logf := s.Logf
 	if logf == nil {
@@ -131,6 +134,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	stopAt := time.NewTimer(time.Until(trustUntil(lastSent)))
 	defer stopAt.Stop()
 	failing := false
+	cancelled := ctx.Done()
 
 	var lost error
 	for lost == nil {
@@ -139,7 +143,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			return Result{ExitCode: exitCode(ps), ReleaseErr: s.release(term)}
 		case sig := <-sigs:
 			syscall.Kill(-pgid, sig.(syscall.Signal))
-		case <-ctx.Done():
+		case <-cancelled:
+			// Ask once; the command's own exit (or the trust window) ends the run.
+			cancelled = nil
 			syscall.Kill(-pgid, syscall.SIGTERM)
 		case <-stopAt.C:
 			lost = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) succeeded in time; the store may grant it to another", term.Job, term.Token)

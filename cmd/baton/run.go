@@ -125,7 +125,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(c.env.Stderr, "baton: "+format+"\n", args...)
 		},
 	}
-	res := sup.Run(ctx, grant.Term, sent, command)
+	// Signals reach the command through the supervisor's own forwarding;
+	// main's signal-cancelled ctx must not deliver them a second time.
+	res := sup.Run(context.WithoutCancel(ctx), grant.Term, sent, command)
 	if res.LeaseLost != nil {
 		fmt.Fprintf(c.env.Stderr, "baton: lease lost: %v; the command was stopped (its status was %d)\n", res.LeaseLost, res.ExitCode)
 		return ExitError{baton.ExitLeaseLost}

@@ -1,0 +1,112 @@
+package supervise_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/internal/leasetest"
+	"github.com/batonhq/baton/supervise"
+)
+
+func setup(t *testing.T, ttl time.Duration) (*flock.Leaser, *baton.Term, string) {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := flock.Open(filepath.Join(dir, "locks"), "host")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, leasetest.MustAcquire(t, l, "job", ttl), dir
+}
+
+func TestExitStatusAndRelease(t *testing.T) {
+	t.Parallel()
+	l, term, _ := setup(t, time.Minute)
+	var out bytes.Buffer
+	s := &supervise.Supervisor{Leaser: l, KillAfter: time.Second, Stdout: &out}
+	res := s.Run(context.Background(), term, time.Now(), []string{"sh", "-c", `echo "$BATON_JOB:$BATON_FENCING_TOKEN"; exit 5`})
+	if res.ExitCode != 5 || res.LeaseLost != nil || res.ReleaseErr != nil {
+		t.Fatalf("result %+v", res)
+	}
+	if out.String() != "job:1\n" {
+		t.Fatalf("command saw %q", out.String())
+	}
+	// Released: the next acquisition is granted at once.
+	leasetest.MustAcquire(t, l, "job", time.Minute)
+}
+
+// A lost lease (here: the lock file deleted under the holder) stops the
+// whole process group, a background child included.
+func TestLeaseLostStopsGroup(t *testing.T) {
+	t.Parallel()
+	l, term, dir := setup(t, time.Second)
+	pids := filepath.Join(dir, "pids")
+	go func() {
+		for {
+			if b, _ := os.ReadFile(pids); len(b) > 0 {
+				os.Remove(filepath.Join(dir, "locks", "job.lock"))
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var logs strings.Builder
+	s := &supervise.Supervisor{Leaser: l, KillAfter: 200 * time.Millisecond,
+		Logf: func(f string, a ...any) { logs.WriteString(f) }}
+	start := time.Now()
+	res := s.Run(context.Background(), term, start, []string{"sh", "-c", `sleep 60 & echo "$$ $!" > ` + pids + `; wait`})
+	if baton.ErrorCode(res.LeaseLost) != baton.ELEASELOST {
+		t.Fatalf("result %+v, want lease lost", res)
+	}
+	if res.ExitCode != 128+15 {
+		t.Fatalf("exit code %d, want 143 (TERM)", res.ExitCode)
+	}
+	b, _ := os.ReadFile(pids)
+	for _, f := range strings.Fields(string(b)) {
+		if _, err := os.Stat("/proc/" + f); err == nil {
+			st, _ := os.ReadFile("/proc/" + f + "/stat")
+			if !strings.Contains(string(st), ") Z ") {
+				t.Fatalf("pid %s of the group survived the lost lease", f)
+			}
+		}
+	}
+}
+
+// Cancelling the context asks the command to stop with one TERM.
+func TestCancelSendsTerm(t *testing.T) {
+	t.Parallel()
+	l, term, dir := setup(t, time.Minute)
+	ready := filepath.Join(dir, "ready")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for {
+			if _, err := os.Stat(ready); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var out bytes.Buffer
+	s := &supervise.Supervisor{Leaser: l, KillAfter: time.Second, Stdout: &out}
+	res := s.Run(ctx, term, time.Now(), []string{"sh", "-c", `n=0; trap 'n=$((n+1))' TERM; touch ` + ready + `; while [ $n -eq 0 ]; do sleep 0.05; done; sleep 0.3; echo "terms=$n"; exit 9`})
+	if res.ExitCode != 9 || out.String() != "terms=1\n" {
+		t.Fatalf("exit %d, output %q; want 9 and exactly one TERM", res.ExitCode, out.String())
+	}
+}
+
+func TestCommandNotFound(t *testing.T) {
+	t.Parallel()
+	l, term, _ := setup(t, time.Minute)
+	s := &supervise.Supervisor{Leaser: l}
+	res := s.Run(context.Background(), term, time.Now(), []string{"/nonexistent/cmd"})
+	if res.ExitCode != 127 || res.ReleaseErr != nil {
+		t.Fatalf("result %+v, want 127 and a clean release", res)
+	}
+}
