@@ -18,6 +18,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -63,7 +64,20 @@ func IsDSN(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+// validSchema accepts plain lower-case identifiers, which need no quoting
+// rules to be spliced into SQL. (No regexp: package-level regexps are
+// compiled at start-up by every baton run, even on the local store.)
+func validSchema(s string) bool {
+	if len(s) == 0 || len(s) > 63 || (s[0] >= '0' && s[0] <= '9') {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // Open connects to PostgreSQL and, unless cfg.NoMigrate, brings the schema
 // up to date. The pool connects lazily, so an unreachable server shows up as
@@ -72,7 +86,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.Schema == "" {
 		cfg.Schema = DefaultSchema
 	}
-	if !schemaName.MatchString(cfg.Schema) {
+	if !validSchema(cfg.Schema) {
 		return nil, baton.Invalid("schema", "%q is not a plain lower-case identifier (a-z, 0-9, _; at most 63)", cfg.Schema)
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
@@ -169,10 +183,12 @@ func RedactDSN(dsn string) string {
 		}
 		return u.String()
 	}
-	return kvPassword.ReplaceAllString(dsn, "${1}xxxxx")
+	return kvPassword().ReplaceAllString(dsn, "${1}xxxxx")
 }
 
-var kvPassword = regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+var kvPassword = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+})
 
 // redactErr renders err without any password that the DSN carried, since
 // driver errors may quote the connection string.
@@ -183,7 +199,7 @@ func redactErr(err error, dsn string) string {
 			msg = strings.ReplaceAll(msg, pw, "xxxxx")
 		}
 	}
-	return kvPassword.ReplaceAllString(msg, "${1}xxxxx")
+	return kvPassword().ReplaceAllString(msg, "${1}xxxxx")
 }
 
 // translate turns a driver error into a baton error at the adapter's edge.

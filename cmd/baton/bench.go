@@ -172,7 +172,7 @@ func benchLeases(ctx context.Context, l baton.Leaser, keys string, n int, d time
 	for i := range n {
 		job := "bench-shared"
 		if keys == "distinct" {
-			job = fmt.Sprintf("bench-%d", i+1)
+			job = fmt.Sprintf("bench-%d", i) // as pgbench's :client_id, from 0
 		}
 		wg.Add(1)
 		go func() {

@@ -193,7 +193,7 @@ func TestRunLeaseLostWhenCutOff(t *testing.T) {
 	// A shell and a background child in the command's group, both of which
 	// must be stopped.
 	script := `sleep 60 & echo "$$ $!" > ` + pids + `; trap 'kill $!; exit 143' TERM; wait`
-	hold, out := s.start(t, "run", "--ttl", "2s", "--kill-after", "300ms", "job", "--", "sh", "-c", script)
+	hold, out := s.start(t, "run", "--ttl", "3s", "--kill-after", "300ms", "job", "--", "sh", "-c", script)
 	fields := strings.Fields(waitFile(t, pids, 10*time.Second))
 	proxy.Cut()
 	cutAt := time.Now()
