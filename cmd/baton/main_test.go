@@ -95,6 +95,9 @@ type result struct {
 func (s store) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, batonBin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
+	// A command's stray child may keep baton's output pipe open; waiting for
+	// it would hide whether baton (and its command) really ended.
+	cmd.WaitDelay = 200 * time.Millisecond
 	return cmd
 }
 
@@ -108,7 +111,7 @@ func (s store) run(t *testing.T, args ...string) result {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
+	if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) {
 		t.Fatalf("running baton %v: %v", args, err)
 	}
 	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
@@ -136,7 +139,7 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	err := cmd.Wait()
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
+	if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) {
 		t.Fatal(err)
 	}
 	return cmd.ProcessState.ExitCode()
