@@ -19,8 +19,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,24 +42,106 @@ type Leaser struct {
 
 var _ baton.Leaser = (*Leaser)(nil)
 
-// Open returns a Leaser over dir, creating dir if needed. scope says who
-// shares the directory ("host" or "user"), for display.
-func Open(dir, scope string) (*Leaser, error) {
+// Scopes say who competes for the same lock files.
+const (
+	// ScopeHost shares one directory between every user of the host, so that
+	// a job started by two accounts still runs once. The default.
+	ScopeHost = "host"
+	// ScopeUser gives each user a directory of their own: an explicit choice.
+	ScopeUser = "user"
+)
+
+// HostDir is the host-wide lock directory. It is on persistent storage, not
+// in /run/lock, because lock files keep the fencing tokens, which must not go
+// back after a reboot.
+const HostDir = "/var/lib/baton/locks"
+
+// HostGroup is the group that shares HostDir when it exists.
+const HostGroup = "baton"
+
+// DefaultDir returns the lock directory of scope: HostDir, or the user's
+// $XDG_STATE_HOME/baton/locks (default ~/.local/state/baton/locks), which,
+// unlike $XDG_RUNTIME_DIR, exists under cron and survives logout.
+func DefaultDir(scope string, getenv func(string) string) (string, error) {
+	switch scope {
+	case ScopeHost:
+		return HostDir, nil
+	case ScopeUser:
+		if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
+			return filepath.Join(x, "baton", "locks"), nil
+		}
+		home := getenv("HOME")
+		if !filepath.IsAbs(home) {
+			var err error
+			if home, err = os.UserHomeDir(); err != nil {
+				return "", baton.Invalid("scope", "user scope needs $HOME or $XDG_STATE_HOME")
+			}
+		}
+		return filepath.Join(home, ".local", "state", "baton", "locks"), nil
+	}
+	return "", baton.Invalid("scope", "%q: want host or user", scope)
+}
+
+// Open returns a Leaser over dir. A missing directory is created when the
+// caller may decide where locks live: for user scope, for a directory named
+// explicitly, or by root (HostDir is then made group-shared, mode 2770 with
+// group HostGroup, when that group exists). Otherwise a missing or unwritable
+// directory is an error that says how to fix it: never a silent fallback to
+// another scope, which would let the same job run once per user.
+func Open(dir, scope string, create bool) (*Leaser, error) {
 	if dir == "" {
 		return nil, baton.Invalid("lock-dir", "is empty")
+	}
+	if scope != ScopeHost && scope != ScopeUser {
+		return nil, baton.Invalid("scope", "%q: want host or user", scope)
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, baton.Invalid("lock-dir", "%s: %v", dir, err)
 	}
-	mode := os.FileMode(0o755)
-	if scope == "user" {
-		mode = 0o700
+	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
+		if !create && os.Geteuid() != 0 {
+			return nil, baton.Errorf(baton.EUNAVAILABLE, "%s scope lock directory %s does not exist; as root: install -d -m 2770 -g %s %s (see baton doctor local), or choose --scope user", scope, abs, HostGroup, abs)
+		}
+		if err := makeDir(abs, scope); err != nil {
+			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock directory %s", abs)
+		}
 	}
-	if err := os.MkdirAll(abs, mode); err != nil {
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock directory")
+	if err := unix.Access(abs, unix.W_OK|unix.X_OK); err != nil {
+		return nil, baton.Errorf(baton.EUNAVAILABLE, "cannot create lock files in %s as uid %d (%v); fix its owner, group or mode (see baton doctor local), or choose another --lock-dir or --scope user", abs, os.Geteuid(), err)
 	}
 	return &Leaser{dir: abs, scope: scope, held: map[string]*os.File{}}, nil
+}
+
+func makeDir(dir, scope string) error {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	if scope == ScopeUser {
+		return os.Mkdir(dir, 0o700)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	if g, err := user.LookupGroup(HostGroup); err == nil {
+		if gid, err := strconv.Atoi(g.Gid); err == nil {
+			if err := os.Chown(dir, -1, gid); err != nil {
+				return err
+			}
+			// setgid: lock files inherit the group, so every member can lock them.
+			return os.Chmod(dir, 0o770|os.ModeSetgid)
+		}
+	}
+	return nil
+}
+
+// fileMode is the mode of new lock files: group-writable in host scope, so
+// that members of the directory's group can lock files that others created.
+func (l *Leaser) fileMode() os.FileMode {
+	if l.scope == ScopeUser {
+		return 0o600
+	}
+	return 0o660
 }
 
 // Dir is the lock directory.
@@ -97,9 +181,9 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 	// A lock file replaced between open and flock is retried; three times
 	// in a row means someone is replacing it in a loop.
 	for attempt := 0; attempt < 3; attempt++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o644)
+		f, err := l.openLockFile(path)
 		if err != nil {
-			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+			return baton.Grant{}, err
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 			st, _ := readState(f)
@@ -189,6 +273,27 @@ func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
 	return nil
 }
 
+// openLockFile opens the lock file, creating it with the scope's mode (the
+// umask would otherwise take the group's write bit away).
+func (l *Leaser) openLockFile(path string) (*os.File, error) {
+	const flags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, l.fileMode())
+	if err == nil {
+		if err := f.Chmod(l.fileMode()); err != nil {
+			f.Close()
+			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "setting the mode of %s", path)
+		}
+		return f, nil
+	}
+	if errors.Is(err, os.ErrExist) {
+		f, err = os.OpenFile(path, flags, 0)
+	}
+	if err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+	}
+	return f, nil
+}
+
 func (l *Leaser) file(term *baton.Term) (*os.File, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -256,7 +361,9 @@ func sameInode(f *os.File, path string) (bool, error) {
 		}
 		return false, baton.Wrap(baton.EUNAVAILABLE, err, "stat %s", path)
 	}
-	return a.Dev == b.Dev && a.Ino == b.Ino, nil
+	// A lock on an unlinked file guards nothing: the next run creates a
+	// new file at the path and locks that.
+	return a.Nlink > 0 && a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
 // maxStateSize keeps the state in one small write, which the kernel does not

@@ -19,7 +19,7 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) func(t *testing.T) baton.Leaser {
 			dir := t.TempDir()
 			return func(t *testing.T) baton.Leaser {
-				l, err := flock.Open(dir, "host")
+				l, err := flock.Open(dir, "host", true)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 // new file at the same path, and the first holder learns it lost the lease.
 func TestDeletedLockFile(t *testing.T) {
 	dir := t.TempDir()
-	l, err := flock.Open(dir, "host")
+	l, err := flock.Open(dir, "host", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestDeletedLockFile(t *testing.T) {
 // The lock file's descriptor must not leak into children.
 func TestLockFileIsCloseOnExec(t *testing.T) {
 	dir := t.TempDir()
-	l, err := flock.Open(dir, "host")
+	l, err := flock.Open(dir, "host", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestCorruptLockFileRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "job.lock"), []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := flock.Open(dir, "host")
+	l, err := flock.Open(dir, "host", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func setup(t *testing.T, ttl time.Duration) (*flock.Leaser, *baton.Term, string) {
 	t.Helper()
 	dir := t.TempDir()
-	l, err := flock.Open(filepath.Join(dir, "locks"), "host")
+	l, err := flock.Open(filepath.Join(dir, "locks"), "host", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/supervise"
 )
 
 func main() {
@@ -72,6 +73,9 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	if args[0] == "version" || args[0] == "--version" {
 		fmt.Fprintln(env.Stdout, "baton", Version)
 		return baton.ExitOK
+	}
+	if args[0] == supervise.GuardCommand {
+		return supervise.GuardMain(args[1:])
 	}
 	for _, c := range commands {
 		if c.name == args[0] {

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
@@ -17,6 +16,7 @@ type storeFlags struct {
 	db       string
 	schema   string
 	lockDir  string
+	scope    string
 	maxConns int
 	verbose  bool
 }
@@ -24,7 +24,8 @@ type storeFlags struct {
 func (f *storeFlags) register(fs *flagSet) {
 	fs.StringVar(&f.db, "db", "", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else the local store")
 	fs.StringVar(&f.schema, "schema", "", "PostgreSQL schema holding baton's tables (default $BATON_SCHEMA, else "+postgres.DefaultSchema+")")
-	fs.StringVar(&f.lockDir, "lock-dir", "", "local store: directory of lock files (default $BATON_LOCK_DIR, else /var/lib/baton/locks for root, $XDG_STATE_HOME/baton/locks for others)")
+	fs.StringVar(&f.lockDir, "lock-dir", "", "local store: directory of lock files (default $BATON_LOCK_DIR, else "+flock.HostDir+" for host scope, $XDG_STATE_HOME/baton/locks for user scope)")
+	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
 	fs.IntVar(&f.maxConns, "db-max-conns", postgres.DefaultMaxConns, "PostgreSQL: most connections this process opens")
 	fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
 }
@@ -64,34 +65,28 @@ func (f *storeFlags) open(ctx context.Context, env *Env, command string, migrate
 		}
 		return &store{leaser: postgres.NewLeaser(db), db: db, close: db.Close}, nil
 	}
-	dir, scope := f.lockDir, "host"
-	if dir == "" {
-		dir = env.Getenv("BATON_LOCK_DIR")
+	dir, scope, explicit, err := f.local(env)
+	if err != nil {
+		return nil, err
 	}
-	if dir == "" {
-		dir, scope = defaultLockDir(env)
-	}
-	l, err := flock.Open(dir, scope)
+	l, err := flock.Open(dir, scope, explicit)
 	if err != nil {
 		return nil, err
 	}
 	return &store{leaser: l, close: func() {}}, nil
 }
 
-// defaultLockDir keeps lock files on persistent storage, not in /run/lock:
-// the files carry the fencing tokens, which must survive a reboot. Root
-// shares one directory host-wide; any other user gets their own, so users
-// cannot block each other's jobs.
-func defaultLockDir(env *Env) (dir, scope string) {
-	if os.Geteuid() == 0 {
-		return "/var/lib/baton/locks", "host"
+// local resolves the local store's directory and scope from flags, then
+// environment, then the scope's default directory. explicit says the user
+// named the directory, which may then be created.
+func (f *storeFlags) local(env *Env) (dir, scope string, explicit bool, err error) {
+	scope = cmp.Or(f.scope, env.Getenv("BATON_SCOPE"), flock.ScopeHost)
+	if scope != flock.ScopeHost && scope != flock.ScopeUser {
+		return "", "", false, baton.Invalid("--scope", "%q: want host or user", scope)
 	}
-	if x := env.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
-		return filepath.Join(x, "baton", "locks"), "user"
+	if dir = cmp.Or(f.lockDir, env.Getenv("BATON_LOCK_DIR")); dir != "" {
+		return dir, scope, true, nil
 	}
-	home := env.Getenv("HOME")
-	if home == "" || !strings.HasPrefix(home, "/") {
-		home, _ = os.UserHomeDir()
-	}
-	return filepath.Join(home, ".local", "state", "baton", "locks"), "user"
+	dir, err = flock.DefaultDir(scope, env.Getenv)
+	return dir, scope, scope == flock.ScopeUser, err
 }
