@@ -1,10 +1,217 @@
 package supervise
 
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
 // GuardCommand is the hidden subcommand under which baton re-executes itself
 // as the guard of a command's process tree.
 const GuardCommand = "__guard"
 
-// GuardMain is the guard's main; it returns the guard's exit status.
+// The guard's descriptors, as the supervisor passes them.
+const (
+	guardResultFD = 3 // the guard writes its guardResult here, then exits
+	guardLockFD   = 4 // optional: the local lock, held until the tree is gone
+)
+
+// Signals between supervisor and guard. Others (INT, TERM, HUP, QUIT) are
+// passed on to the command's process group.
+const (
+	sigStopTree       = syscall.SIGUSR1 // TERM the whole tree, KILL after the grace
+	sigSupervisorGone = syscall.SIGUSR2 // the supervisor died (Pdeathsig): KILL the tree now
+)
+
+// guardResult is what the guard reports when its tree is gone.
+type guardResult struct {
+	ExitCode int       `json:"exit_code"`
+	Strays   []Process `json:"strays,omitempty"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// GuardMain is the guard's main; it returns the guard's exit status. The guard
+// sits between baton and the command, so that the command's whole tree,
+// however it forks, setsids or daemonises, has an ancestor that outlives it:
+//
+//   - it is a child subreaper, so every orphaned descendant becomes its child
+//     and can be found, waited for or killed;
+//   - it dies-with (Pdeathsig) its supervisor and then kills the whole tree
+//     before exiting, and it holds the local lock's descriptor while it does,
+//     so "lock released, job still running" cannot happen;
+//   - it reports the command's status and the strays it saw.
 func GuardMain(args []string) int {
-	return 70
+	flags := flag.NewFlagSet(GuardCommand, flag.ContinueOnError)
+	strays := flags.String("strays", "wait", "")
+	killAfter := flags.Duration("kill-after", 10*time.Second, "")
+	ppid := flags.Int("ppid", 0, "")
+	path := flags.String("path", "", "")
+	if err := flags.Parse(args); err != nil || flags.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "baton: __guard is internal to baton run")
+		return 70
+	}
+	argv := flags.Args()
+	g := &guard{strays: *strays, killAfter: *killAfter, self: os.Getpid()}
+	result := os.NewFile(guardResultFD, "result")
+	syscall.CloseOnExec(guardResultFD)
+	syscall.CloseOnExec(guardLockFD) // EBADF when there is no lock: fine
+
+	// The command's Pdeathsig is tied to the thread that forks it: keep
+	// main on one thread for the guard's whole life.
+	runtime.LockOSThread()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return g.finish(result, guardResult{ExitCode: 70, Error: "cannot become a child subreaper: " + err.Error()})
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, sigStopTree, sigSupervisorGone)
+	if os.Getppid() != *ppid {
+		return g.finish(result, guardResult{ExitCode: 70, Error: "supervisor gone before the command started"})
+	}
+
+	pid, err := syscall.ForkExec(*path, argv, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		return g.finish(result, guardResult{ExitCode: 126, Error: fmt.Sprintf("cannot run %s: %v", argv[0], err)})
+	}
+	g.main = pid
+	return g.finish(result, g.supervise(sigs))
+}
+
+type guard struct {
+	strays    string
+	killAfter time.Duration
+	self      int
+	main      int // the command's pid, also its process group
+}
+
+type reaped struct {
+	pid    int
+	status syscall.WaitStatus
+}
+
+// supervise reaps every child until none is left, acting on signals and on
+// the command's exit by the strays policy.
+func (g *guard) supervise(sigs <-chan os.Signal) guardResult {
+	reapedc := make(chan reaped, 16)
+	allGone := make(chan struct{})
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil { // ECHILD: the whole tree is gone
+				close(allGone)
+				return
+			}
+			reapedc <- reaped{pid, ws}
+		}
+	}()
+
+	var res guardResult
+	var grace <-chan time.Time
+	// onReaped acts on one reaped child; it returns true when the guard is
+	// done (strays reported and left behind).
+	onReaped := func(r reaped) bool {
+		if r.pid != g.main {
+			return false
+		}
+		res.ExitCode = exitStatus(r.status)
+		left := descendants(g.self)
+		if len(left) == 0 {
+			return false
+		}
+		res.Strays = left
+		switch g.strays {
+		case "report":
+			fmt.Fprintf(os.Stderr, "baton: the command exited and left %d process(es) running, released anyway (--strays=report): %s\n", len(left), describe(left))
+			return true
+		case "kill":
+			fmt.Fprintf(os.Stderr, "baton: the command exited and left %d process(es) running; stopping them (--strays=kill): %s\n", len(left), describe(left))
+			g.signalTree(syscall.SIGTERM)
+			grace = time.After(g.killAfter)
+		default:
+			fmt.Fprintf(os.Stderr, "baton: the command exited and left %d process(es) running; the lease stays held until they exit (--strays=wait): %s\n", len(left), describe(left))
+		}
+		return false
+	}
+	for {
+		select {
+		case r := <-reapedc:
+			if onReaped(r) {
+				return res
+			}
+		case <-allGone:
+			// The reaper queued every child before it saw ECHILD.
+			for {
+				select {
+				case r := <-reapedc:
+					onReaped(r)
+				default:
+					return res
+				}
+			}
+		case <-grace:
+			g.signalTree(syscall.SIGKILL)
+		case sig := <-sigs:
+			switch sig {
+			case sigSupervisorGone:
+				g.killTree()
+			case sigStopTree:
+				g.signalTree(syscall.SIGTERM)
+				if grace == nil {
+					grace = time.After(g.killAfter)
+				}
+			default:
+				syscall.Kill(-g.main, sig.(syscall.Signal))
+			}
+		}
+	}
+}
+
+// signalTree signals the command's group and every other descendant.
+func (g *guard) signalTree(sig syscall.Signal) {
+	syscall.Kill(-g.main, sig)
+	for _, p := range descendants(g.self) {
+		syscall.Kill(p.PID, sig)
+	}
+}
+
+// killTree KILLs until no descendant is left: a tree that forks while it is
+// being killed is killed again.
+func (g *guard) killTree() {
+	for range 50 {
+		g.signalTree(syscall.SIGKILL)
+		if len(descendants(g.self)) == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (g *guard) finish(result *os.File, res guardResult) int {
+	if res.Error != "" {
+		fmt.Fprintln(os.Stderr, "baton: "+res.Error)
+	}
+	json.NewEncoder(result).Encode(res)
+	result.Close()
+	return 0
+}
+
+func exitStatus(ws syscall.WaitStatus) int {
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
 }

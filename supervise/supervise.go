@@ -1,24 +1,42 @@
-// Package supervise runs a command while holding a job's lease: it starts the
-// command in its own process group, renews the lease about every TTL/3,
-// forwards signals, and stops the whole group when its trust in the lease
-// runs out. It wraps os/exec and the process-group calls of the kernel.
+// Package supervise runs a command while holding a job's lease. It wraps
+// process creation and the kernel's process-tree controls (process groups,
+// Pdeathsig, child subreapers, /proc).
+//
+// Two processes of baton's share the work:
+//
+//	baton run (Supervisor)  holds the lease: renews it about every TTL/3,
+//	  │                     forwards signals, keeps the trust window
+//	  └─ baton __guard      a child subreaper: every orphaned descendant of
+//	       │                the command becomes its child; it reaps them all,
+//	       │                applies the strays policy, and dies with baton
+//	       │                (Pdeathsig), killing the whole tree as it goes
+//	       └─ COMMAND …     in its own process group, with BATON_* set
+//
+// The lease is released only when the guard reports that the whole tree is
+// gone. For the local store the guard also holds a copy of the lock's
+// descriptor (never the command), so even when baton is SIGKILLed the lock
+// outlives the tree.
 //
 // Trust is kept on this process's monotonic clock, never compared with the
 // store's: after a renewal sent at s succeeds, the term is trusted until
-// s + TTL − kill-after − safety. At that instant the group gets TERM, and KILL
+// s + TTL − kill-after − safety. At that instant the tree gets TERM, and KILL
 // kill-after later, so the command is gone before the store can expire the
 // term (which it judges from an instant no earlier than s) and grant it anew.
 package supervise
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,11 +47,20 @@ import (
 type Supervisor struct {
 	Leaser    baton.Leaser
 	KillAfter time.Duration // from TERM to KILL; clamped to TTL/3
-	Stdin     io.Reader
-	Stdout    io.Writer
-	Stderr    io.Writer
-	Env       []string // the command's environment before baton adds its own
-	Dir       string
+	// Strays says what to do with processes the command leaves behind when
+	// it exits: "wait" (the default: the lease stays held until they exit),
+	// "kill" (TERM, then KILL after KillAfter) or "report" (release at once).
+	Strays string
+	// MaxRun, when positive, bounds the run: the whole tree is stopped then.
+	MaxRun time.Duration
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Env    []string // the command's environment before baton adds its own
+	Dir    string
+	// GuardPath is the executable that runs GuardMain when called with
+	// GuardCommand as its first argument; default: this executable.
+	GuardPath string
 	// Logf reports what baton does (renewal trouble, lost lease); nil is quiet.
 	Logf func(format string, args ...any)
 }
@@ -44,8 +71,12 @@ type Result struct {
 	// 127 when it could not be found and 126 when it could not be run.
 	ExitCode int
 	// LeaseLost is set when the lease was lost (or trust in it ran out) while
-	// the command ran, and the command was stopped for it.
+	// the command ran, and the command's tree was stopped for it.
 	LeaseLost error
+	// TimedOut is set when MaxRun passed and the tree was stopped for it.
+	TimedOut bool
+	// Strays are the processes the command left behind when it exited.
+	Strays []Process
 	// ReleaseErr is set when the lease could not be released at the end; the
 	// lease then expires by itself.
 	ReleaseErr error
@@ -73,32 +104,74 @@ func Env(term *baton.Term) []string {
 	}
 }
 
+// lockFiler is a Leaser whose lease is an open file (flock): the guard keeps
+// a copy of the descriptor so that the lock outlives baton until the
+// command's tree is gone.
+type lockFiler interface {
+	LockFile(term *baton.Term) *os.File
+}
+
 // Run runs argv under term, which the caller acquired with a request sent at
-// trustFrom, and releases the term when the command ends. Signals sent to
-// this process are forwarded to the command's group; cancelling ctx sends it
-// one TERM. A caller whose ctx is itself cancelled by those signals should
-// pass context.WithoutCancel(ctx), or the command gets each signal twice.
+// trustFrom, and releases the term when the command's tree is gone (or, with
+// Strays "report", when the command itself is). The command runs below a
+// guard process (see GuardMain). Signals sent to this process are forwarded
+// to the command's group; cancelling ctx sends it one TERM. A caller whose
+// ctx is itself cancelled by those signals should pass
+// context.WithoutCancel(ctx), or the command gets each signal twice.
 func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string) Result {
 	logf := s.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
-	cmd := exec.Command(argv[0], argv[1:]...)
+	guardPath := s.GuardPath
+	if guardPath == "" {
+		var err error
+		if guardPath, err = os.Executable(); err != nil {
+			logf("cannot find baton's own executable to guard the command: %v", err)
+			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+		}
+	}
+	// Resolved here, with baton's own PATH, as a shell would before exec.
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		code := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = 127
+		}
+		logf("cannot run %s: %v", argv[0], err)
+		return Result{ExitCode: code, ReleaseErr: s.release(term)}
+	}
+	results, resultW, err := os.Pipe()
+	if err != nil {
+		logf("cannot create a pipe: %v", err)
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+	}
+	defer results.Close()
+	extra := []*os.File{resultW}
+	if lf, ok := s.Leaser.(lockFiler); ok {
+		if f := lf.LockFile(term); f != nil {
+			extra = append(extra, f)
+		}
+	}
+	strays := cmp.Or(s.Strays, "wait")
+	cmd := exec.Command(guardPath, append([]string{GuardCommand, "--strays", strays, "--kill-after", killAfter.String(),
+		"--ppid", strconv.Itoa(os.Getpid()), "--path", path, "--"}, argv...)...)
+	cmd.Args[0] = "baton"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
 	cmd.Env = append(append([]string{}, s.Env...), Env(term)...)
 	cmd.Dir = s.Dir
-	// Its own group, so that signals reach the whole tree and a terminal's
-	// Ctrl-C reaches it only through baton; Pdeathsig, so that the command
-	// dies if baton is killed and the store frees the lease.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.ExtraFiles = extra
+	// Its own group, so that a terminal's Ctrl-C reaches the command only
+	// through baton; the guard learns of baton's death by sigSupervisorGone.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: sigSupervisorGone}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
 	started := make(chan error, 1)
-	exited := make(chan *os.ProcessState, 1)
+	exited := make(chan struct{})
 	go func() {
 		// Pdeathsig fires when the thread that forked the child exits, not
 		// the process; this goroutine keeps its thread until the child ends.
@@ -110,18 +183,23 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		}
 		started <- nil
 		cmd.Wait()
-		exited <- cmd.ProcessState
+		close(exited)
 	}()
-	if err := <-started; err != nil {
-		res := Result{ExitCode: 126}
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			res.ExitCode = 127
-		}
-		logf("cannot run %s: %v", argv[0], err)
-		res.ReleaseErr = s.release(term)
-		return res
+	err = <-started
+	resultW.Close()
+	if err != nil {
+		logf("cannot start the guard of the command: %v", err)
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 	}
-	pgid := cmd.Process.Pid
+	guard := cmd.Process.Pid
+	report := make(chan guardResult, 1)
+	go func() {
+		var r guardResult
+		if err := json.NewDecoder(results).Decode(&r); err != nil {
+			r = guardResult{ExitCode: baton.ExitInternal, Error: "the guard of the command died without a report"}
+		}
+		report <- r
+	}()
 
 	interval := term.TTL / 3
 	retry := max(term.TTL/15, 20*time.Millisecond)
@@ -133,20 +211,33 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	defer renewAt.Stop()
 	stopAt := time.NewTimer(time.Until(trustUntil(lastSent)))
 	defer stopAt.Stop()
+	var maxRun <-chan time.Time
+	if s.MaxRun > 0 {
+		t := time.NewTimer(s.MaxRun)
+		defer t.Stop()
+		maxRun = t.C
+	}
 	failing := false
 	cancelled := ctx.Done()
 
 	var lost error
-	for lost == nil {
+	timedOut := false
+	for lost == nil && !timedOut {
 		select {
-		case ps := <-exited:
-			return Result{ExitCode: exitCode(ps), ReleaseErr: s.release(term)}
+		case <-exited:
+			r := <-report
+			if r.Error != "" && r.ExitCode == baton.ExitInternal {
+				logf("%s", r.Error)
+			}
+			return Result{ExitCode: r.ExitCode, Strays: r.Strays, ReleaseErr: s.release(term)}
 		case sig := <-sigs:
-			syscall.Kill(-pgid, sig.(syscall.Signal))
+			syscall.Kill(guard, sig.(syscall.Signal))
 		case <-cancelled:
 			// Ask once; the command's own exit (or the trust window) ends the run.
 			cancelled = nil
-			syscall.Kill(-pgid, syscall.SIGTERM)
+			syscall.Kill(guard, syscall.SIGTERM)
+		case <-maxRun:
+			timedOut = true
 		case <-stopAt.C:
 			lost = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) succeeded in time; the store may grant it to another", term.Job, term.Token)
 		case <-renewAt.C:
@@ -175,33 +266,28 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		}
 	}
 
-	// Trust is gone: stop the whole group, TERM then KILL, before the store
-	// can hand the lease to another holder.
-	syscall.Kill(-pgid, syscall.SIGTERM)
-	grace := time.NewTimer(killAfter)
-	defer grace.Stop()
-	var ps *os.ProcessState
+	// Trust is gone, or time is up: the guard stops the whole tree, TERM then
+	// KILL after the grace, before the store can hand the lease to another.
+	syscall.Kill(guard, sigStopTree)
+	deadline := time.NewTimer(killAfter + time.Second)
+	defer deadline.Stop()
 	select {
-	case ps = <-exited:
-	case <-grace.C:
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		ps = <-exited
+	case <-exited:
+	case <-deadline.C:
+		// The guard is stuck; killing it kills the command by Pdeathsig.
+		syscall.Kill(guard, syscall.SIGKILL)
+		<-exited
 	}
-	// The leader is gone; anything left in its group goes too.
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	// Releasing would fail (the term is over or unreachable) and is not needed.
-	return Result{ExitCode: exitCode(ps), LeaseLost: lost}
+	r := <-report
+	res := Result{ExitCode: r.ExitCode, Strays: r.Strays, LeaseLost: lost, TimedOut: lost == nil}
+	if lost == nil {
+		res.ReleaseErr = s.release(term)
+	}
+	return res
 }
 
 func (s *Supervisor) release(term *baton.Term) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return s.Leaser.Release(ctx, term)
-}
-
-func exitCode(ps *os.ProcessState) int {
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ps.ExitCode()
 }

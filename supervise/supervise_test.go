@@ -15,6 +15,14 @@ import (
 	"github.com/batonhq/baton/supervise"
 )
 
+// TestMain lets this test binary serve as the guard, as baton itself does.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == supervise.GuardCommand {
+		os.Exit(supervise.GuardMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
 func setup(t *testing.T, ttl time.Duration) (*flock.Leaser, *baton.Term, string) {
 	t.Helper()
 	dir := t.TempDir()

@@ -95,6 +95,9 @@ type result struct {
 func (s store) command(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, batonBin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
+	// The race detector sleeps a second at exit by default, which would
+	// blur when baton (and its guard) really ended.
+	cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
 	// A command's stray child may keep baton's output pipe open; waiting for
 	// it would hide whether baton (and its command) really ended.
 	cmd.WaitDelay = 200 * time.Millisecond
