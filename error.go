@@ -76,12 +76,13 @@ func ErrorCode(err error) Code {
 // from sysexits(3) where one fits so that cron and systemd users recognise them.
 const (
 	ExitOK          = 0
-	ExitUsage       = 64 // EX_USAGE: bad flag, argument or setting
-	ExitUnavailable = 69 // EX_UNAVAILABLE: the store cannot be reached
-	ExitInternal    = 70 // EX_SOFTWARE: a bug in baton
-	ExitBusy        = 75 // EX_TEMPFAIL: not run, the lease is held elsewhere
-	ExitLeaseLost   = 76 // the lease was lost while the command ran; it was stopped
-	ExitFenced      = 77 // a write was refused: its fencing token is stale
+	ExitUsage       = 64  // EX_USAGE: bad flag, argument or setting
+	ExitUnavailable = 69  // EX_UNAVAILABLE: the store cannot be reached
+	ExitInternal    = 70  // EX_SOFTWARE: a bug in baton
+	ExitBusy        = 75  // EX_TEMPFAIL: not run, the lease is held elsewhere
+	ExitLeaseLost   = 76  // the lease was lost while the command ran; it was stopped
+	ExitFenced      = 77  // a write was refused: its fencing token is stale
+	ExitTimedOut    = 124 // as timeout(1): the run passed its time limit and was stopped
 )
 
 // ExitStatus maps an error to the exit status of the baton command.

@@ -31,6 +31,16 @@ type Holder struct {
 	Argv       []string  `json:"argv,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"` // when the holding process started
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
+	// BootID and StartTicks identify the holding process across pid reuse
+	// (local store only): the kernel's boot id (/proc/sys/kernel/random/boot_id)
+	// and the process's start time in clock ticks since that boot (field 22
+	// of /proc/PID/stat). Same boot, same pid and same start ticks is the
+	// same process.
+	BootID     string `json:"boot_id,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	// UID is the holding process's effective uid; nil when not recorded
+	// (a pointer because 0 is root).
+	UID *int `json:"uid,omitempty"`
 }
 
 // Grant is the answer to an acquisition: either a Term (the caller holds the
@@ -71,6 +81,32 @@ type Lease struct {
 	State  LeaseState `json:"state"`
 	Token  int64      `json:"token"`
 	Holder Holder     `json:"holder"`
+	// HolderAlive says whether the recorded holder's process still runs;
+	// nil when the store cannot tell (PostgreSQL, a holder on another host,
+	// or a lock file written by an older baton).
+	HolderAlive *bool `json:"holder_alive,omitempty"`
+	// OpenBy lists the processes with a descriptor open on the lease's lock
+	// file (local store only), the holder's own and inherited ones alike:
+	// for instance a job run under flock(1), or a background child that
+	// inherited the descriptor and keeps the lock after its parent died.
+	OpenBy []Process `json:"open_by,omitempty"`
+	// UnreadableProcs counts the processes whose descriptors could not be
+	// read (another user's, when not run as root): OpenBy may miss them.
+	UnreadableProcs int `json:"unreadable_procs,omitempty"`
+	// Problem, when set, says what is wrong with the lease, e.g. "lock file
+	// removed while held by pid 12": a lock on a file no longer at its
+	// path guards nothing, since the next run locks a new file.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Process is a process that has a lease's lock file open.
+type Process struct {
+	PID  int      `json:"pid"`
+	PPID int      `json:"ppid,omitempty"`
+	Argv []string `json:"argv,omitempty"`
+	// HoldsLock says that the descriptor holds the flock itself (the kernel
+	// shows it in /proc/PID/fdinfo), not just the open file.
+	HoldsLock bool `json:"holds_lock"`
 }
 
 // StoreInfo says which store is in use, where, and the scope of its leases.

@@ -12,9 +12,9 @@ import (
 // baton's processes lets go: never while the command still runs. The copy
 // must not reach the command itself (the guard marks it close-on-exec).
 func (l *Leaser) LockFile(term *baton.Term) *os.File {
-	f, err := l.file(term)
+	hl, err := l.file(term)
 	if err != nil {
 		return nil
 	}
-	return f
+	return hl.f
 }

@@ -37,7 +37,7 @@ type Leaser struct {
 	scope string
 
 	mu   sync.Mutex
-	held map[string]*os.File // by term owner
+	held map[string]*heldLock // by term owner
 }
 
 var _ baton.Leaser = (*Leaser)(nil)
@@ -110,7 +110,7 @@ func Open(dir, scope string, create bool) (*Leaser, error) {
 	if err := unix.Access(abs, unix.W_OK|unix.X_OK); err != nil {
 		return nil, baton.Errorf(baton.EUNAVAILABLE, "cannot create lock files in %s as uid %d (%v); fix its owner, group or mode (see baton doctor local), or choose another --lock-dir or --scope user", abs, os.Geteuid(), err)
 	}
-	return &Leaser{dir: abs, scope: scope, held: map[string]*os.File{}}, nil
+	return &Leaser{dir: abs, scope: scope, held: map[string]*heldLock{}}, nil
 }
 
 func makeDir(dir, scope string) error {
@@ -162,11 +162,17 @@ type state struct {
 	StartedAt  time.Time  `json:"started_at,omitzero"`
 	AcquiredAt time.Time  `json:"acquired_at,omitzero"`
 	ReleasedAt *time.Time `json:"released_at,omitempty"`
+	// BootID, StartTicks and UID describe the acquiring process when it is
+	// the calling one (see holder.go); absent from older files.
+	BootID     string `json:"boot_id,omitempty"`
+	StartTicks uint64 `json:"start_ticks,omitempty"`
+	UID        *int   `json:"uid,omitempty"`
 }
 
 func (s state) holder() *baton.Holder {
 	return &baton.Holder{Owner: s.Owner, Token: s.Token, Host: s.Host, PID: s.PID, Argv: s.Argv,
-		StartedAt: s.StartedAt, AcquiredAt: s.AcquiredAt}
+		StartedAt: s.StartedAt, AcquiredAt: s.AcquiredAt,
+		BootID: s.BootID, StartTicks: s.StartTicks, UID: s.UID}
 }
 
 func (l *Leaser) path(job string) string { return filepath.Join(l.dir, job+".lock") }
@@ -202,13 +208,28 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			f.Close()
 			continue
 		}
+		// A holder of an earlier lock file at this path, removed or
+		// replaced while held, still holds the job: this file is no lease.
+		var fst unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &fst) == nil {
+			if other, ok := lockedUnlinked(path, fst.Dev); ok {
+				f.Close()
+				return baton.Grant{Holder: other.holder()}, nil
+			}
+		}
 		st, err := readState(f)
 		if err != nil {
 			f.Close()
 			return baton.Grant{}, baton.Wrap(baton.EINTERNAL, err, "lock file %s is corrupt; it keeps the job's fencing token, so baton will not guess one. Inspect it, then remove it only if no run can hold a token", path)
 		}
 		next := state{Token: st.Token + 1, Owner: req.Owner, Host: req.Host, PID: req.PID, Argv: req.Argv,
-			StartedAt: req.StartedAt, AcquiredAt: time.Now().UTC()}
+			StartedAt: req.StartedAt, AcquiredAt: time.Now().UTC(), BootID: currentBootID()}
+		// Start ticks and uid are known only of this process; a request
+		// naming another pid gets none rather than this process's.
+		if req.PID == os.Getpid() {
+			self := selfProcess()
+			next.StartTicks, next.UID = self.startTicks, &self.uid
+		}
 		// The token must be on disk before anyone can act on it, or a crash
 		// of the host could hand out the same token twice.
 		if err := writeState(f, next, true); err != nil {
@@ -216,48 +237,99 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file %s", path)
 		}
 		l.mu.Lock()
-		l.held[req.Owner] = f
+		l.held[req.Owner] = &heldLock{f: f}
 		l.mu.Unlock()
 		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: next.Token, TTL: req.TTL}}, nil
 	}
 	return baton.Grant{}, baton.Errorf(baton.ECONFLICT, "lock file %s keeps being replaced", path)
 }
 
+// heldLock is a term's lock: the lock file it holds, and any earlier lock
+// files of the term that were removed or replaced while held.
+type heldLock struct {
+	f     *os.File
+	stale []*os.File
+}
+
 // Renew checks that the term's lock is still held on the file at the path.
 // A local lease does not expire while its holder lives, so there is nothing
-// to extend; what can go wrong is the file being deleted or replaced.
+// to extend; what can go wrong is the file being removed or replaced by
+// hand. Then the holder heals the path: it locks the file now there (making
+// one if needed) and writes its token into it, so that later runs are
+// refused by the path again and tokens never go back. Until then, other
+// acquirers find the holder through its lock on the unlinked file.
 func (l *Leaser) Renew(ctx context.Context, term *baton.Term) error {
-	f, err := l.file(term)
+	hl, err := l.file(term)
 	if err != nil {
 		return err
 	}
-	same, err := sameInode(f, l.path(term.Job))
+	return l.heal(term, hl)
+}
+
+// heal makes the file at the job's path the term's lock file again if it was
+// removed or replaced (see Renew).
+func (l *Leaser) heal(term *baton.Term, hl *heldLock) error {
+	path := l.path(term.Job)
+	same, err := sameInode(hl.f, path)
+	if err != nil || same {
+		return err
+	}
+	f, err := l.openLockFile(path)
 	if err != nil {
 		return err
 	}
-	if !same {
-		return baton.Errorf(baton.ELEASELOST, "lock file of %s was deleted or replaced while held", term.Job)
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s was replaced while held, and the new one is locked by another process", term.Job)
 	}
+	if same, err := sameInode(f, path); err != nil || !same {
+		f.Close()
+		return err // replaced again: the next renewal tries again
+	}
+	st, err := readState(hl.f)
+	if err != nil || st.Token != term.Token {
+		f.Close()
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s no longer holds token %d", term.Job, term.Token)
+	}
+	if old, err := readState(f); err == nil && old.Token > st.Token {
+		f.Close() // a newer term wrote it: ours is over
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s holds token %d, above ours (%d)", term.Job, old.Token, term.Token)
+	}
+	if err := writeState(f, st, true); err != nil {
+		f.Close()
+		return baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file of %s", term.Job)
+	}
+	l.mu.Lock()
+	hl.stale = append(hl.stale, hl.f)
+	hl.f = f
+	l.mu.Unlock()
 	return nil
 }
 
 // Release records the release in the lock file, keeping the token, and
-// unlocks by closing the descriptor.
+// unlocks by closing the descriptors.
 func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
-	f, err := l.file(term)
+	hl, err := l.file(term)
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
 	delete(l.held, term.Owner)
 	l.mu.Unlock()
+	// Heal first, so that the token stays at the path after the release.
+	healErr := l.heal(term, hl)
+	defer func() {
+		for _, f := range hl.stale {
+			f.Close()
+		}
+	}()
+	f := hl.f
 	defer f.Close()
-	same, err := sameInode(f, l.path(term.Job))
-	if err != nil {
-		return err
+	if healErr != nil {
+		return healErr
 	}
-	if !same {
-		return baton.Errorf(baton.ELEASELOST, "lock file of %s was deleted or replaced while held", term.Job)
+	if same, err := sameInode(f, l.path(term.Job)); err != nil || !same {
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s was replaced again while being released", term.Job)
 	}
 	st, err := readState(f)
 	if err != nil || st.Token != term.Token {
@@ -294,7 +366,7 @@ func (l *Leaser) openLockFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-func (l *Leaser) file(term *baton.Term) (*os.File, error) {
+func (l *Leaser) file(term *baton.Term) (*heldLock, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f, ok := l.held[term.Owner]
@@ -305,9 +377,13 @@ func (l *Leaser) file(term *baton.Term) (*os.File, error) {
 }
 
 // Leases lists every lock file in the directory. A lock is "held" when the
-// kernel reports a flock on its inode (read from /proc/locks, which does not
-// disturb the holder), "free" when released, and "expired" when its holder
-// died without releasing it.
+// kernel reports a flock on its inode (in /proc/locks, or in the fdinfo of
+// a descriptor open on it; reading either does not disturb the holder),
+// "free" when released, and "expired" when its holder died without
+// releasing it. Each lease also says whether its recorded holder still runs
+// and which processes have its file open, found by a scan of /proc/*/fd. A
+// flocked file that is no longer at its path (removed or replaced while
+// held) is listed too, with a Problem.
 func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 	entries, err := os.ReadDir(l.dir)
 	if err != nil {
@@ -317,13 +393,44 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 	if err != nil {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "reading /proc/locks")
 	}
+	dirs := []string{l.dir}
+	if resolved, err := filepath.EvalSymlinks(l.dir); err == nil && resolved != l.dir {
+		dirs = append(dirs, resolved)
+	}
+	openFiles, denied, err := scanDescriptors(ctx, dirs)
+	if err != nil {
+		return nil, baton.Wrap(baton.EINTERNAL, err, "scanning /proc for open lock files")
+	}
+	boot := currentBootID()
+	host, _ := os.Hostname()
+	lease := func(job string, st state, id fileID) baton.Lease {
+		ds := openFiles[id]
+		ls := baton.Lease{Job: job, Token: st.Token, Holder: *st.holder(),
+			HolderAlive: holderAlive(st, boot, host), UnreadableProcs: denied}
+		if len(ds) > 0 {
+			ls.OpenBy = processes(ds)
+		}
+		_, held := locked[id.lockKey()]
+		switch {
+		case held || anyHoldsLock(ds):
+			ls.State = baton.LeaseHeld
+		case st.ReleasedAt != nil || st.Token == 0:
+			ls.State = baton.LeaseFree
+		default:
+			ls.State = baton.LeaseExpired
+		}
+		return ls
+	}
+
 	var out []baton.Lease
+	listed := map[fileID]bool{}
 	for _, e := range entries {
 		job, ok := strings.CutSuffix(e.Name(), ".lock")
-		if !ok || e.IsDir() {
+		if !ok || !e.Type().IsRegular() {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		// O_NONBLOCK: a FIFO put in place since ReadDir must not hang us.
+		f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 		if err != nil {
 			continue // removed by hand since ReadDir
 		}
@@ -334,19 +441,42 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		if serr != nil || ferr != nil {
 			continue
 		}
-		ls := baton.Lease{Job: job, Token: st.Token, Holder: *st.holder()}
-		_, held := locked[inodeKey{unix.Major(fs.Dev), unix.Minor(fs.Dev), fs.Ino}]
-		switch {
-		case held:
-			ls.State = baton.LeaseHeld
-		case st.ReleasedAt != nil || st.Token == 0:
-			ls.State = baton.LeaseFree
-		default:
-			ls.State = baton.LeaseExpired
+		id := fileID{uint64(fs.Dev), fs.Ino}
+		listed[id] = true
+		out = append(out, lease(job, st, id))
+	}
+
+	// Flocked files open in the directory but no longer at their path.
+	for id, ds := range openFiles {
+		_, held := locked[id.lockKey()]
+		if listed[id] || !(held || anyHoldsLock(ds)) || !ds[0].regular {
+			continue
 		}
+		path := ds[0].path
+		job := strings.TrimSuffix(filepath.Base(path), ".lock")
+		var st state
+		if f, err := os.OpenFile(ds[0].procPath(), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
+			st, _ = readState(f)
+			f.Close()
+		}
+		ls := lease(job, st, id)
+		what := "removed"
+		if _, err := os.Lstat(filepath.Join(l.dir, job+".lock")); err == nil {
+			what = "replaced"
+		}
+		ls.Problem = fmt.Sprintf("lock file %s while held by %s", what, lockingPIDs(ds))
 		out = append(out, ls)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Job < out[j].Job })
+	// By job; a job's file at its path before the stale ones.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Job != out[j].Job {
+			return out[i].Job < out[j].Job
+		}
+		if (out[i].Problem == "") != (out[j].Problem == "") {
+			return out[i].Problem == ""
+		}
+		return out[i].Token < out[j].Token
+	})
 	return out, nil
 }
 

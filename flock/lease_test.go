@@ -29,21 +29,57 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// A lock file deleted while held must not let a second holder in through a
-// new file at the same path, and the first holder learns it lost the lease.
-func TestDeletedLockFile(t *testing.T) {
-	dir := t.TempDir()
-	l, err := flock.Open(dir, "host", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	term := leasetest.MustAcquire(t, l, "job", time.Minute)
-	if err := os.Remove(filepath.Join(dir, "job.lock")); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Renew(ctx, term); baton.ErrorCode(err) != baton.ELEASELOST {
-		t.Fatalf("renew after deletion: %v, want lease lost", err)
+// A lock file removed, or replaced by a rename over it, while held must not
+// let a second holder in through the file now at the path; the holder heals
+// the path at its next renewal, and tokens do not go back.
+func TestLockFileRemovedOrReplaced(t *testing.T) {
+	for _, how := range []string{"removed", "replaced"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			holder, err := flock.Open(dir, "host", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := flock.Open(dir, "host", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 3 { // token 3, so that going back would show
+				term := leasetest.MustAcquire(t, holder, "job", time.Minute)
+				holder.Release(ctx, term)
+			}
+			term := leasetest.MustAcquire(t, holder, "job", time.Minute)
+			path := filepath.Join(dir, "job.lock")
+			if how == "removed" {
+				err = os.Remove(path)
+			} else {
+				os.WriteFile(path+".new", []byte(`{"token":0}`), 0o644)
+				err = os.Rename(path+".new", path)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			busy := func() {
+				t.Helper()
+				g, err := other.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o2"})
+				if err != nil || !g.Busy() || g.Holder.Token != term.Token {
+					t.Fatalf("acquire beside the holder: grant %+v, err %v; want busy, held with token %d", g, err, term.Token)
+				}
+			}
+			busy()
+			if err := holder.Renew(ctx, term); err != nil {
+				t.Fatalf("renew heals the path: %v", err)
+			}
+			busy()
+			if err := holder.Release(ctx, term); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			next := leasetest.MustAcquire(t, other, "job", time.Minute)
+			if next.Token != term.Token+1 {
+				t.Fatalf("token after the holder released = %d, want %d", next.Token, term.Token+1)
+			}
+		})
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/internal/leasetest"
 	"github.com/batonhq/baton/supervise"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain lets this test binary serve as the guard, as baton itself does.
@@ -49,21 +50,33 @@ func TestExitStatusAndRelease(t *testing.T) {
 	leasetest.MustAcquire(t, l, "job", time.Minute)
 }
 
-// A lost lease (here: the lock file deleted under the holder) stops the
-// whole process group, a background child included.
+// A lost lease (here: the lock file replaced under the holder by one that
+// someone else locks) stops the whole process tree, a background child
+// included.
 func TestLeaseLostStopsGroup(t *testing.T) {
 	t.Parallel()
 	l, term, dir := setup(t, time.Second)
 	pids := filepath.Join(dir, "pids")
+	taken := make(chan *os.File, 1)
 	go func() {
 		for {
 			if b, _ := os.ReadFile(pids); len(b) > 0 {
-				os.Remove(filepath.Join(dir, "locks", "job.lock"))
+				path := filepath.Join(dir, "locks", "job.lock")
+				os.Remove(path)
+				f, err := os.Create(path)
+				if err == nil {
+					err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+				}
+				if err != nil {
+					t.Error(err)
+				}
+				taken <- f
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
+	defer func() { (<-taken).Close() }()
 	var logs strings.Builder
 	s := &supervise.Supervisor{Leaser: l, KillAfter: 200 * time.Millisecond,
 		Logf: func(f string, a ...any) { logs.WriteString(f) }}

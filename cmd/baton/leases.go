@@ -19,6 +19,15 @@ holder stopped without releasing it, or free: released), its last fencing
 token, its holder (host, pid, run ID) and, for PostgreSQL, its expiry by the
 database's clock. The first line names the store and its scope.
 
+For the local store, ALIVE says whether the recorded holder still runs (yes,
+no, or - when it cannot be told): the same boot of this host, and a process
+with that pid and that start time. NOTE names the other processes that hold
+the lock or have its file open (a job run under flock(1), a child that
+inherited the descriptor), and problems such as a lock file removed or
+replaced while held. Finding them reads every process's descriptors in /proc:
+as another user than root, other users' processes are not seen, and a last
+line says how many. --json carries all of it.
+
 Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
 `
 
@@ -68,17 +77,72 @@ func (c *LeasesCommand) Run(ctx context.Context, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tSTATE\tTOKEN\tHOLDER\tACQUIRED\tUNTIL\tRUN")
+	fmt.Fprintln(tw, "JOB\tSTATE\tTOKEN\tHOLDER\tALIVE\tACQUIRED\tUNTIL\tRUN\tNOTE")
+	unreadable := 0
 	for _, l := range leases {
 		h := l.Holder
 		holder := "-"
 		if h.Host != "" || h.PID != 0 {
 			holder = fmt.Sprintf("%s:%d", h.Host, h.PID)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", l.Job, l.State, l.Token, holder,
-			stamp(h.AcquiredAt), stamp(h.Until), dash(h.Owner))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Job, l.State, l.Token, holder,
+			yesNo(l.HolderAlive), stamp(h.AcquiredAt), stamp(h.Until), dash(h.Owner), dash(note(l)))
+		unreadable = max(unreadable, l.UnreadableProcs)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if unreadable > 0 {
+		fmt.Fprintf(c.env.Stdout, "note: the descriptors of %d processes could not be read (other users'); as root, NOTE would name every process with a lock file open\n", unreadable)
+	}
+	return nil
+}
+
+func yesNo(b *bool) string {
+	switch {
+	case b == nil:
+		return "-"
+	case *b:
+		return "yes"
+	}
+	return "no"
+}
+
+// note renders a lease's problem and the processes with its file open,
+// leaving out the live holder itself and its children (its guard), which
+// hold the lock as they should.
+func note(l baton.Lease) string {
+	var parts []string
+	if l.Problem != "" {
+		parts = append(parts, l.Problem)
+	}
+	var locking, open []string
+	for _, p := range l.OpenBy {
+		own := l.HolderAlive != nil && *l.HolderAlive && (p.PID == l.Holder.PID || p.PPID == l.Holder.PID)
+		if own {
+			continue
+		}
+		s := fmt.Sprintf("pid %d (%s)", p.PID, shorten(strings.Join(p.Argv, " "), 40))
+		if p.HoldsLock {
+			locking = append(locking, s)
+		} else {
+			open = append(open, s)
+		}
+	}
+	if len(locking) > 0 {
+		parts = append(parts, "locked by "+strings.Join(locking, ", "))
+	}
+	if len(open) > 0 {
+		parts = append(parts, "open by "+strings.Join(open, ", "))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func shorten(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }
 
 func stamp(t time.Time) string {

@@ -55,6 +55,7 @@ var commands = []struct {
 	{"leases", "list every lease with its holder, token and expiry", func(e *Env) Command { return &LeasesCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
+	{"doctor", "check the local lock directory (baton doctor local)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit

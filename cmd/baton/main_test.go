@@ -29,6 +29,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Other users run it too (the scope tests).
+	if err := os.Chmod(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	batonBin = filepath.Join(dir, "baton")
 	out, err := exec.Command("go", "build", "-race", "-o", batonBin, ".").CombinedOutput()
 	if err != nil {

@@ -32,6 +32,13 @@ passed through, and with these in its environment:
   BATON_RUN_ID         this run's unique ID (a UUID)
   BATON_LEASE_TTL      the lease's TTL, e.g. 30s
 
+The command runs below a guard process that baton starts: a child subreaper,
+so every process of the command's tree, even one that double-forks or calls
+setsid, stays a descendant of baton's. The lease is held until the whole tree
+has exited (--strays), and if baton is killed, the guard kills the tree
+before the lock is released. The lock's descriptor is never inherited by the
+command.
+
 The lease is renewed about every TTL/3. If no renewal succeeds in time (the
 store is unreachable, or the lease was taken over), baton sends TERM to the
 command's group, KILL after --kill-after, and exits 76: the group is stopped
@@ -46,6 +53,13 @@ Exit status:
   69                  the store is unavailable (unreachable, refused, too many clients)
   70                  internal error
   76                  the lease was lost while the command ran; it was stopped
+  124                 --max-run passed; the command's tree was stopped
+
+--json-result FILE appends one JSON line per run (FILE "-" is stderr):
+  {"job", "run_id", "token", "outcome", "exit_code", "started_at",
+   "duration_ms", "strays", "store", "scope", "error"}
+with outcome one of succeeded, failed, skipped-overlap, lost-lease,
+timed-out, error.
 `
 
 // RunCommand is `baton run`.
@@ -58,6 +72,9 @@ type RunCommand struct {
 	killAfter time.Duration
 	busyCode  int
 	quiet     bool
+	strays    string
+	maxRun    time.Duration
+	result    string
 }
 
 // Run parses args, takes the lease and supervises the command.
@@ -69,6 +86,9 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.killAfter, "kill-after", 10*time.Second, "after TERM, wait `DURATION` before KILL (at most TTL/3)")
 	fs.IntVar(&c.busyCode, "busy-exit-code", baton.ExitBusy, "exit status when the lease is held elsewhere (0-255)")
 	fs.BoolVar(&c.quiet, "quiet", false, "say nothing when the lease is busy")
+	fs.StringVar(&c.strays, "strays", "wait", "processes the command leaves running when it exits: wait (hold the lease until they exit), kill (TERM, then KILL after --kill-after) or report (release at once)")
+	durationFlag(fs, &c.maxRun, "max-run", 0, "stop the command's whole tree after `DURATION` and exit 124 (0: no limit)")
+	fs.StringVar(&c.result, "json-result", "", "append a JSON line describing the run to `FILE` (- for stderr)")
 
 	// Everything after the first "--" is the command, never flags.
 	sep := slices.Index(args, "--")
@@ -85,7 +105,17 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	job := pos[0]
+	rep := &runReport{Job: job, StartedAt: time.Now().UTC(), start: time.Now()}
+	err = c.run(ctx, job, command, rep)
+	if c.result != "" {
+		if werr := rep.write(c.result, c.env.Stderr, err); werr != nil {
+			fmt.Fprintf(c.env.Stderr, "baton: warning: --json-result: %v\n", werr)
+		}
+	}
+	return err
+}
 
+func (c *RunCommand) run(ctx context.Context, job string, command []string, rep *runReport) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := c.store.open(ctx, c.env, "run", true)
@@ -94,6 +124,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.close()
 	info := st.leaser.Info()
+	rep.Store, rep.Scope = info.Kind, info.Scope
 	if c.store.verbose {
 		fmt.Fprintf(c.env.Stderr, "baton: store %s at %s, scope %s\n", info.Kind, info.Location, info.Scope)
 	}
@@ -108,17 +139,19 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	if grant.Busy() {
+		rep.Outcome = baton.OutcomeSkippedOverlap
 		if !c.quiet {
 			fmt.Fprintf(c.env.Stderr, "baton: job %s not run: its lease is held%s\n", job, describeHolder(grant.Holder))
 		}
 		return ExitError{c.busyCode}
 	}
+	rep.RunID, rep.Token = grant.Term.Owner, grant.Term.Token
 	if c.store.verbose {
 		fmt.Fprintf(c.env.Stderr, "baton: job %s acquired, token %d, run %s\n", job, grant.Term.Token, grant.Term.Owner)
 	}
 
 	sup := &supervise.Supervisor{
-		Leaser: st.leaser, KillAfter: c.killAfter,
+		Leaser: st.leaser, KillAfter: c.killAfter, Strays: c.strays, MaxRun: c.maxRun,
 		Stdin: c.env.Stdin, Stdout: c.env.Stdout, Stderr: c.env.Stderr,
 		Env: os.Environ(),
 		Logf: func(format string, args ...any) {
@@ -128,9 +161,20 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	// Signals reach the command through the supervisor's own forwarding;
 	// main's signal-cancelled ctx must not deliver them a second time.
 	res := sup.Run(context.WithoutCancel(ctx), grant.Term, sent, command)
-	if res.LeaseLost != nil {
+	rep.ExitCode, rep.Strays = &res.ExitCode, res.Strays
+	switch {
+	case res.LeaseLost != nil:
+		rep.Outcome = baton.OutcomeLostLease
 		fmt.Fprintf(c.env.Stderr, "baton: lease lost: %v; the command was stopped (its status was %d)\n", res.LeaseLost, res.ExitCode)
 		return ExitError{baton.ExitLeaseLost}
+	case res.TimedOut:
+		rep.Outcome = baton.OutcomeTimedOut
+		fmt.Fprintf(c.env.Stderr, "baton: job %s ran past --max-run %s; its tree was stopped (its status was %d)\n", job, c.maxRun, res.ExitCode)
+		return ExitError{baton.ExitTimedOut}
+	case res.ExitCode == 0:
+		rep.Outcome = baton.OutcomeSucceeded
+	default:
+		rep.Outcome = baton.OutcomeFailed
 	}
 	if res.ReleaseErr != nil {
 		fmt.Fprintf(c.env.Stderr, "baton: warning: could not release the lease of %s (token %d); it expires by itself: %v\n", job, grant.Term.Token, res.ReleaseErr)
@@ -158,6 +202,10 @@ func (c *RunCommand) validate(pos []string, sep int, command []string) error {
 		return baton.Invalid("--wait", "must not be negative, got %s", c.wait)
 	case c.busyCode < 0 || c.busyCode > 255:
 		return baton.Invalid("--busy-exit-code", "must be 0-255, got %d", c.busyCode)
+	case c.strays != "wait" && c.strays != "kill" && c.strays != "report":
+		return baton.Invalid("--strays", "%q: want wait, kill or report", c.strays)
+	case c.maxRun < 0:
+		return baton.Invalid("--max-run", "must not be negative, got %s", c.maxRun)
 	}
 	return baton.ValidateJobName(pos[0])
 }

@@ -1,0 +1,67 @@
+package flock
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockedUnlinked looks for a lock on an earlier file at path that was
+// removed (or replaced by a rename over it) while held: its holder still
+// holds a lock that nobody else can see at the path, so a new lock file there
+// would let a second holder in. The kernel knows: /proc/locks lists every
+// flock with its inode and locking pid, and that pid's descriptor on the old
+// file reads "<path> (deleted)". It returns the holder's recorded state.
+//
+// Only processes whose descriptors this user may inspect (its own, or all
+// for root) can be found; /proc/locks itself is readable by everyone.
+func lockedUnlinked(path string, dev uint64) (*state, bool) {
+	b, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		return nil, false
+	}
+	want := path + " (deleted)"
+	major, minor := unix.Major(dev), unix.Minor(dev)
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || fields[1] != "FLOCK" {
+			continue
+		}
+		var k inodeKey
+		if _, err := fmt.Sscanf(fields[5], "%x:%x:%d", &k.major, &k.minor, &k.ino); err != nil || k.major != major || k.minor != minor {
+			continue
+		}
+		fdDir := filepath.Join("/proc", fields[4], "fd")
+		fds, err := os.ReadDir(fdDir)
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			if err != nil || target != want {
+				continue
+			}
+			var st unix.Stat_t
+			if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || st.Ino != k.ino {
+				continue
+			}
+			f, err := os.Open(filepath.Join(fdDir, fd.Name()))
+			if err != nil {
+				return &state{PID: atoiOr(fields[4])}, true
+			}
+			s, _ := readState(f)
+			f.Close()
+			return &s, true
+		}
+	}
+	return nil, false
+}
+
+func atoiOr(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

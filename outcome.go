@@ -1,0 +1,15 @@
+package baton
+
+// Outcome is how one run (or one tick) of a job ended.
+type Outcome string
+
+const (
+	OutcomeSucceeded      Outcome = "succeeded"       // ran, exit status 0
+	OutcomeFailed         Outcome = "failed"          // ran, non-zero exit status
+	OutcomeSkippedOverlap Outcome = "skipped-overlap" // not run: the lease was held
+	OutcomeSkippedMissed  Outcome = "skipped-missed"  // not run: its tick was missed and not caught up
+	OutcomeLostLease      Outcome = "lost-lease"      // stopped: the lease was lost while it ran
+	OutcomeFenced         Outcome = "fenced"          // its write was refused: a newer term exists
+	OutcomeTimedOut       Outcome = "timed-out"       // stopped: it ran past its time limit
+	OutcomeError          Outcome = "error"           // baton could not run it (bad input, store unavailable)
+)
