@@ -195,6 +195,13 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			st, _ := readState(f)
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
+				// The file names its last holder; if that one released
+				// or died, whoever has the lock did not record itself
+				// (flock(1) on the same file, or an inherited descriptor).
+				host, _ := os.Hostname()
+				if alive := holderAlive(st, currentBootID(), host); st.ReleasedAt != nil || alive != nil && !*alive {
+					return baton.Grant{}, nil
+				}
 				return baton.Grant{Holder: st.holder()}, nil
 			}
 			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "locking %s", path)

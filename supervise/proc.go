@@ -13,9 +13,59 @@ type Process struct {
 	Argv []string `json:"argv"`
 }
 
-// descendants lists every process below root, from /proc: children by ppid,
-// then theirs. A process that exits meanwhile is simply missing.
+// descendants lists every process below root, from /proc: children, then
+// theirs. A process that exits meanwhile is simply missing. It reads each
+// process's /proc/PID/task/*/children, a few small files, and scans all of
+// /proc only where the kernel lacks them.
 func descendants(root int) []Process {
+	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err != nil {
+		return descendantsByScan(root)
+	}
+	var out []Process
+	queue := childrenOf(root)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		out = append(out, Process{PID: pid, Argv: argvOf(pid)})
+		queue = append(queue, childrenOf(pid)...)
+	}
+	return out
+}
+
+// childrenOf reads the children of every thread of pid: an orphan adopted
+// by a subreaper may be the child of any of its threads.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil && !isZombie(c) {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true // gone
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || len(b) < i+3 || b[i+2] == 'Z'
+}
+
+// descendantsByScan builds the process tree from every /proc/PID/stat.
+func descendantsByScan(root int) []Process {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil

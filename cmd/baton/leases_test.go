@@ -163,8 +163,8 @@ func TestLeasesFlockHolder(t *testing.T) {
 	if line := leaseLine(t, s, "job"); !strings.Contains(line, fmt.Sprintf("locked by pid %d (flock ", fl.Process.Pid)) || !strings.Contains(line, " held ") {
 		t.Fatalf("text line %q, want held and locked by pid %d (flock …)", line, fl.Process.Pid)
 	}
-	if r := s.run(t, "run", "job", "--", "true"); r.code != 75 {
-		t.Fatalf("run under flock(1): exit %d, want 75: %s", r.code, r.stderr)
+	if r := s.run(t, "run", "job", "--", "true"); r.code != 75 || !strings.Contains(r.stderr, "did not record itself") {
+		t.Fatalf("run under flock(1): exit %d, stderr %q; want 75, naming no dead holder", r.code, r.stderr)
 	}
 }
 

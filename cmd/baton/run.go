@@ -238,8 +238,9 @@ func acquire(ctx context.Context, l baton.Leaser, req baton.AcquireRequest, wait
 }
 
 func describeHolder(h *baton.Holder) string {
-	if h == nil {
-		return ""
+	if h == nil || h.Token == 0 && h.PID == 0 {
+		// Locked, but not by baton: flock(1) on the same file, say.
+		return " by a process that did not record itself (not baton?); baton leases shows who has the lock file open"
 	}
 	s := fmt.Sprintf(" by %s pid %d (token %d", h.Host, h.PID, h.Token)
 	if !h.AcquiredAt.IsZero() {

@@ -4,6 +4,7 @@ package leasetest
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func Run(t *testing.T, s Store) {
 }
 
 func request(job string, ttl time.Duration) baton.AcquireRequest {
-	return baton.AcquireRequest{Job: job, TTL: ttl, Owner: uuid.NewString(), Host: "test-host", PID: 4242,
+	return baton.AcquireRequest{Job: job, TTL: ttl, Owner: uuid.NewString(), Host: "test-host", PID: os.Getpid(),
 		Argv: []string{"true"}, StartedAt: time.Now()}
 }
 
@@ -70,8 +71,8 @@ func mustBusy(t *testing.T, l baton.Leaser, job string, holder *baton.Term) {
 	if g.Holder == nil || g.Holder.Token != holder.Token || g.Holder.Owner != holder.Owner {
 		t.Fatalf("busy holder = %+v, want owner %s token %d", g.Holder, holder.Owner, holder.Token)
 	}
-	if g.Holder.Host != "test-host" || g.Holder.PID != 4242 {
-		t.Fatalf("busy holder = %+v, want host test-host pid 4242", g.Holder)
+	if g.Holder.Host != "test-host" || g.Holder.PID != os.Getpid() {
+		t.Fatalf("busy holder = %+v, want host test-host and this pid", g.Holder)
 	}
 }
 
