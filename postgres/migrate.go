@@ -40,6 +40,10 @@ func (db *DB) Migrations() ([]Migration, error) {
 	return out, nil
 }
 
+// fenceOnly lists the migrations that `baton migrate --fence-only` installs
+// in a database that holds results but no leases.
+var fenceOnly = map[string]bool{"0002_fence": true}
+
 // Migrate applies every migration not yet recorded in schema_migrations, each
 // in its own transaction. Concurrent callers (two daemons starting at once)
 // serialise on a transaction-scoped advisory lock, which pins no session.
@@ -49,6 +53,26 @@ func (db *DB) Migrate(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return db.apply(ctx, migrations)
+}
+
+// MigrateFence applies only the high-water-mark fence (table and SQL
+// function), for a result store's own database.
+func (db *DB) MigrateFence(ctx context.Context) ([]string, error) {
+	migrations, err := db.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	var fence []Migration
+	for _, m := range migrations {
+		if fenceOnly[m.Name] {
+			fence = append(fence, m)
+		}
+	}
+	return db.apply(ctx, fence)
+}
+
+func (db *DB) apply(ctx context.Context, migrations []Migration) ([]string, error) {
 	var applied []string
 	for _, m := range migrations {
 		did := false
@@ -94,19 +118,28 @@ create table if not exists %s.schema_migrations (
 
 // SchemaVersion returns the highest migration applied, 0 when none is.
 func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
-	var v int
-	q := fmt.Sprintf("select coalesce(max(version), 0) from %s.schema_migrations", pgx.Identifier{db.schema}.Sanitize())
-	err := db.pool.QueryRow(ctx, q).Scan(&v)
+	applied, err := db.appliedCount(ctx)
+	return applied.max, err
+}
+
+type appliedSummary struct{ count, max int }
+
+func (db *DB) appliedCount(ctx context.Context) (appliedSummary, error) {
+	var s appliedSummary
+	q := fmt.Sprintf("select count(*), coalesce(max(version), 0) from %s.schema_migrations", pgx.Identifier{db.schema}.Sanitize())
+	err := db.pool.QueryRow(ctx, q).Scan(&s.count, &s.max)
 	if pgCode(err) == "42P01" || pgCode(err) == "3F000" { // no table, no schema
-		return 0, nil
+		return appliedSummary{}, nil
 	}
-	return v, db.translate(err, "reading schema version")
+	return s, db.translate(err, "reading schema version")
 }
 
 // migrateIfBehind costs one query when the schema is current, which is the
-// price of "migrations apply automatically on first use".
+// price of "migrations apply automatically on first use". It counts the
+// applied migrations rather than taking the highest: a fence-only database
+// has 0002 without 0001.
 func (db *DB) migrateIfBehind(ctx context.Context) ([]string, error) {
-	have, err := db.SchemaVersion(ctx)
+	have, err := db.appliedCount(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +147,7 @@ func (db *DB) migrateIfBehind(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(migrations) == 0 || have >= migrations[len(migrations)-1].Version {
+	if have.count >= len(migrations) {
 		return nil, nil
 	}
 	return db.Migrate(ctx)

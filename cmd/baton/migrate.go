@@ -18,6 +18,18 @@ commands apply missing migrations by themselves on first use; run this when
 you want schema changes to happen at a time of your choosing, or with a more
 privileged role. The local store has no schema: there, this does nothing.
 
+--fence-only installs just the high-water-mark fence (table <schema>.fence and
+the SQL function <schema>.fence(resource, token)) in any database that holds
+results, e.g. the one a job writes to:
+
+  baton migrate --fence-only --db postgres://app@db/reports
+  psql -v token="$BATON_FENCING_TOKEN" <<'SQL'
+  begin;
+  select baton.fence('daily-report', :'token');  -- SQLSTATE BF001 when stale
+  insert into report ...;
+  commit;
+  SQL
+
 Exit status: 0 up to date; 64 usage error; 69 store unavailable; 70 internal error.
 `
 
@@ -26,6 +38,7 @@ type MigrateCommand struct {
 	env   *Env
 	store storeFlags
 	json  bool
+	fence bool
 }
 
 // Run applies the migrations.
@@ -33,6 +46,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("migrate", c.env.Stdout, migrateHelp)
 	c.store.register(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON: {\"applied\": [...], \"version\": N}")
+	fs.BoolVar(&c.fence, "fence-only", false, "install only the high-water-mark fence (PostgreSQL), in a database that holds results")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -50,8 +64,15 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		Applied []string        `json:"applied"`
 		Version int             `json:"version"`
 	}{Store: st.leaser.Info(), Applied: []string{}}
+	if c.fence && st.db == nil {
+		return baton.Invalid("--fence-only", "needs a PostgreSQL database (--db or BATON_DB)")
+	}
 	if st.db != nil {
-		applied, err := st.db.Migrate(ctx)
+		migrate := st.db.Migrate
+		if c.fence {
+			migrate = st.db.MigrateFence
+		}
+		applied, err := migrate(ctx)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/batonhq/baton"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier is what the fences need of the caller's transaction: a pgx.Tx, or
+// a pgx.Conn or pool inside an explicit transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sqlStateFenced is raised by baton.fence and baton.fence_lease for a
+// stale token; sqlStateNoLease by fence_lease for a job without a lease.
+const (
+	sqlStateFenced  = "BF001"
+	sqlStateNoLease = "BF002"
+)
+
+// FenceLease is the same-database fence: inside tx, it checks that token is
+// still the job's latest term, and fails with an EFENCED error once a term
+// with a larger token has been granted. The lease row is read FOR SHARE, so a
+// takeover waits for tx to end: whatever tx writes commits under the old
+// term only if no newer term existed up to the commit. Keep tx short: a
+// takeover waits for it.
+func FenceLease(ctx context.Context, tx Querier, schema, job string, token int64) error {
+	if err := baton.ValidateJobName(job); err != nil {
+		return err
+	}
+	var current int64
+	err := tx.QueryRow(ctx, fmt.Sprintf("select %s.fence_lease($1, $2)", pgx.Identifier{orDefault(schema)}.Sanitize()), job, token).Scan(&current)
+	return fenceError(err, job, token)
+}
+
+// Fence is the high-water-mark fence, for a result store in any PostgreSQL
+// database where `baton migrate --fence-only` installed it: inside tx, it
+// raises the resource's mark to token, or fails with an EFENCED error when
+// token is below it. Its row lock serialises the writers of the resource
+// until tx ends, so the check and the write commit together.
+func Fence(ctx context.Context, tx Querier, schema, resource string, token int64) error {
+	if err := baton.ValidateResource(resource); err != nil {
+		return err
+	}
+	if token < 1 {
+		return baton.Invalid("token", "%d is not a fencing token (want an integer >= 1)", token)
+	}
+	var highest int64
+	err := tx.QueryRow(ctx, fmt.Sprintf("select %s.fence($1, $2)", pgx.Identifier{orDefault(schema)}.Sanitize()), resource, token).Scan(&highest)
+	return fenceError(err, resource, token)
+}
+
+// Advance implements baton.HighWater in baton's own database, each call in a
+// short transaction of its own.
+func (db *DB) Advance(ctx context.Context, resource string, token int64) error {
+	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		return Fence(ctx, tx, db.schema, resource, token)
+	})
+	if baton.ErrorCode(err) == baton.EFENCED || baton.ErrorCode(err) == baton.EINVALID {
+		return err
+	}
+	return db.translate(err, "advancing the fence of "+resource)
+}
+
+var _ baton.HighWater = (*DB)(nil)
+
+func fenceError(err error, name string, token int64) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case sqlStateFenced:
+			return &baton.Error{Code: baton.EFENCED, Message: pgErr.Message}
+		case sqlStateNoLease:
+			return &baton.Error{Code: baton.ENOTFOUND, Message: pgErr.Message}
+		case "22023":
+			return &baton.Error{Code: baton.EINVALID, Message: pgErr.Message}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	// The fences run on the caller's transaction, outside any DB of ours.
+	code := baton.EUNAVAILABLE
+	if pgErr != nil {
+		code = baton.EINTERNAL
+		if pgErr.Code == "42883" || pgErr.Code == "3F000" || pgErr.Code == "42P01" {
+			return baton.Errorf(baton.EINVALID, "fencing %s: the fence is not installed in this database (run baton migrate --fence-only): %s", name, pgErr.Message)
+		}
+	}
+	return baton.Wrap(code, err, "fencing %s with token %d", name, token)
+}
+
+func orDefault(schema string) string {
+	if schema == "" {
+		return DefaultSchema
+	}
+	return schema
+}
