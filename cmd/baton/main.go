@@ -53,6 +53,7 @@ var commands = []struct {
 }{
 	{"run", "run a command under a job's lease (a drop-in for flock -n)", func(e *Env) Command { return &RunCommand{env: e} }},
 	{"leases", "list every lease with its holder, token and expiry", func(e *Env) Command { return &LeasesCommand{env: e} }},
+	{"put", "write stdin to a file only if this run's fencing token is current", func(e *Env) Command { return &PutCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the local lock directory (baton doctor local)", func(e *Env) Command { return &DoctorCommand{env: e} }},

@@ -54,12 +54,13 @@ Exit status:
   70                  internal error
   76                  the lease was lost while the command ran; it was stopped
   124                 --max-run passed; the command's tree was stopped
+  (77 from the command, e.g. from baton put, is recorded as outcome "fenced")
 
 --json-result FILE appends one JSON line per run (FILE "-" is stderr):
   {"job", "run_id", "token", "outcome", "exit_code", "started_at",
    "duration_ms", "strays", "store", "scope", "error"}
-with outcome one of succeeded, failed, skipped-overlap, lost-lease,
-timed-out, error.
+with outcome one of succeeded, failed, fenced, skipped-overlap,
+lost-lease, timed-out, error.
 `
 
 // RunCommand is `baton run`.
@@ -173,6 +174,10 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		return ExitError{baton.ExitTimedOut}
 	case res.ExitCode == 0:
 		rep.Outcome = baton.OutcomeSucceeded
+	case res.ExitCode == baton.ExitFenced:
+		// The command's write was refused by a fence (baton put, or any
+		// tool that follows baton's exit statuses): a newer term exists.
+		rep.Outcome = baton.OutcomeFenced
 	default:
 		rep.Outcome = baton.OutcomeFailed
 	}
