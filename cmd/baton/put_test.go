@@ -51,10 +51,10 @@ func TestPutFenced(t *testing.T) {
 		env  []string
 		args []string
 	}{
-		{nil, []string{"--resource", "report", "--dest", dest}},                              // no token
+		{nil, []string{"--resource", "report", "--dest", dest}},                                 // no token
 		{[]string{"BATON_FENCING_TOKEN=abc"}, []string{"--resource", "report", "--dest", dest}}, // bad token
-		{[]string{"BATON_FENCING_TOKEN=35"}, []string{"--resource", "a/b", "--dest", dest}},    // bad resource
-		{[]string{"BATON_FENCING_TOKEN=35"}, []string{"--resource", "report"}},                 // no dest
+		{[]string{"BATON_FENCING_TOKEN=35"}, []string{"--resource", "a/b", "--dest", dest}},     // bad resource
+		{[]string{"BATON_FENCING_TOKEN=35"}, []string{"--resource", "report"}},                  // no dest
 	} {
 		if r := s.put(t, "x", c.env, c.args...); r.code != 64 {
 			t.Errorf("put %v %v: exit %d, want 64: %s", c.env, c.args, r.code, r.stderr)
