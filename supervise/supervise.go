@@ -124,6 +124,24 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		logf = func(string, ...any) {}
 	}
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
+	trustUntil := func(sent time.Time) time.Time {
+		return sent.Add(term.TTL - killAfter - Safety(term.TTL))
+	}
+	// An acquisition that took long (it waited for a row lock, or the
+	// network was slow) leaves little of the trust window: renew before
+	// starting anything, rather than start a command only to stop it.
+	// Nothing runs yet, so the renewal may take its time.
+	if time.Since(trustFrom) > term.TTL/3 {
+		sent := time.Now()
+		rctx, cancel := context.WithTimeout(context.Background(), term.TTL/3)
+		err := s.Leaser.Renew(rctx, term)
+		cancel()
+		if err != nil {
+			return Result{ExitCode: baton.ExitLeaseLost, ReleaseErr: s.release(term),
+				LeaseLost: baton.Wrap(baton.ELEASELOST, err, "the lease of %s (token %d) could not be renewed before its command started", term.Job, term.Token)}
+		}
+		trustFrom = sent
+	}
 	guardPath := s.GuardPath
 	if guardPath == "" {
 		var err error
@@ -203,9 +221,6 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 
 	interval := term.TTL / 3
 	retry := max(term.TTL/15, 20*time.Millisecond)
-	trustUntil := func(sent time.Time) time.Time {
-		return sent.Add(term.TTL - killAfter - Safety(term.TTL))
-	}
 	lastSent := trustFrom
 	renewAt := time.NewTimer(time.Until(lastSent.Add(interval)))
 	defer renewAt.Stop()

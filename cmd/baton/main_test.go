@@ -24,6 +24,10 @@ import (
 var batonBin string
 
 func TestMain(m *testing.M) {
+	// The chaos tests run this test binary as the writer of a job.
+	if mode := os.Getenv("BATON_CHAOS_WRITER"); mode != "" {
+		os.Exit(chaosWriter(mode))
+	}
 	dir, err := os.MkdirTemp("", "baton-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -7,7 +7,9 @@ values ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', 1,
    $4, $5, $6, $7, clock_timestamp(), null)
 on conflict (job_key) do update
   set lease_owner = excluded.lease_owner,
-      lease_until = excluded.lease_until,
+      -- now, not when the statement started: it may have waited for a
+      -- transaction that held the row (a fenced write of the old term)
+      lease_until = clock_timestamp() + $3 * interval '1 millisecond',
       fencing_token = l.fencing_token + 1,
       owner_host = excluded.owner_host,
       owner_pid = excluded.owner_pid,
