@@ -20,7 +20,15 @@ import (
 
 const benchHelp = `
 Usage: baton bench leases [flags]
+       baton bench fence [flags]     (PostgreSQL)
 
+bench fence measures the cost of the fences: committed writes per second
+(one insert per transaction) by --clients concurrent writers of one job,
+with no fence, with the same-database fence (postgres.FenceLease) and with
+the high-water fence (postgres.Fence, one resource: it serialises writers).
+It creates and drops the table <schema>.bench_fence_results.
+
+bench leases:
 Measures acquire+release cycles per second against the store in use, for
 each number of concurrent clients in --clients, over distinct job keys (one
 per client: the store's raw rate) and over one shared key (contention: most
@@ -74,8 +82,11 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(pos) == 1 && pos[0] == "fence" {
+		return c.fence(ctx, fs)
+	}
 	if len(pos) != 1 || pos[0] != "leases" {
-		return baton.Invalid("WHAT", "want baton bench leases, got %q", strings.Join(pos, " "))
+		return baton.Invalid("WHAT", "want baton bench leases or baton bench fence, got %q", strings.Join(pos, " "))
 	}
 	if c.script {
 		s, err := postgres.PgbenchScript(c.store.schema, c.ttl)

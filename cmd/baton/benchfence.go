@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/postgres"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// FenceBenchResult is one measured configuration of `baton bench fence`.
+type FenceBenchResult struct {
+	Fence    string  `json:"fence"` // none, lease, highwater
+	Clients  int     `json:"clients"`
+	Writes   int     `json:"writes"`
+	Errors   int     `json:"errors"`
+	Seconds  float64 `json:"seconds"`
+	PerSec   float64 `json:"per_sec"`
+	Relative float64 `json:"relative"` // per_sec over the unfenced rate at the same clients
+}
+
+func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
+	clients, err := parseCounts(c.clients)
+	if err != nil {
+		return err
+	}
+	if c.duration <= 0 {
+		return baton.Invalid("--duration", "must be positive, got %s", c.duration)
+	}
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "db-max-conns" })
+	if !set {
+		c.store.maxConns = slices.Max(clients)
+	}
+	st, err := c.store.open(ctx, c.env, "bench", true)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if st.db == nil {
+		return baton.Invalid("--db", "baton bench fence measures the PostgreSQL fences: give --db or BATON_DB")
+	}
+	db := st.db
+	host, _ := os.Hostname()
+	g, err := st.leaser.Acquire(ctx, baton.AcquireRequest{Job: "bench-fence", TTL: time.Hour, Owner: uuid.NewString(), Host: host, PID: os.Getpid()})
+	if err != nil {
+		return err
+	}
+	if g.Busy() {
+		return baton.Errorf(baton.EBUSY, "the lease of job bench-fence is held: is another baton bench fence running?")
+	}
+	defer st.leaser.Release(context.WithoutCancel(ctx), g.Term)
+	table := pgx.Identifier{db.Schema(), "bench_fence_results"}.Sanitize()
+	if _, err := db.Pool().Exec(ctx, "create table if not exists "+table+" (token bigint not null, at timestamptz not null default clock_timestamp())"); err != nil {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", table)
+	}
+	defer db.Pool().Exec(context.WithoutCancel(ctx), "drop table if exists "+table)
+	token := g.Term.Token
+	insert := "insert into " + table + " (token) values ($1)"
+
+	var results []FenceBenchResult
+	for _, n := range clients {
+		var base float64
+		for _, mode := range []string{"none", "lease", "highwater"} {
+			r := FenceBenchResult{Fence: mode, Clients: n}
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			start := time.Now()
+			deadline := start.Add(c.duration)
+			for range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					writes, errs := 0, 0
+					for time.Now().Before(deadline) && ctx.Err() == nil {
+						err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+							switch mode {
+							case "lease":
+								if err := postgres.FenceLease(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
+									return err
+								}
+							case "highwater":
+								if err := postgres.Fence(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
+									return err
+								}
+							}
+							_, err := tx.Exec(ctx, insert, token)
+							return err
+						})
+						if err != nil {
+							errs++
+						} else {
+							writes++
+						}
+					}
+					mu.Lock()
+					r.Writes += writes
+					r.Errors += errs
+					mu.Unlock()
+				}()
+			}
+			wg.Wait()
+			r.Seconds = time.Since(start).Seconds()
+			r.PerSec = float64(r.Writes) / r.Seconds
+			if mode == "none" {
+				base = r.PerSec
+			}
+			if base > 0 {
+				r.Relative = r.PerSec / base
+			}
+			results = append(results, r)
+		}
+	}
+	if c.json {
+		enc := json.NewEncoder(c.env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Store   baton.StoreInfo    `json:"store"`
+			Results []FenceBenchResult `json:"results"`
+		}{st.leaser.Info(), results})
+	}
+	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fence\tclients\twrites\terrors\twrites/s\tvs none\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.0f\t%.2f\t\n", r.Fence, r.Clients, r.Writes, r.Errors, r.PerSec, r.Relative)
+	}
+	return tw.Flush()
+}
