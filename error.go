@@ -104,3 +104,26 @@ func ExitStatus(err error) int {
 		return ExitInternal
 	}
 }
+
+// HTTPStatus maps an error to the status of an HTTP response, as ExitStatus
+// does to an exit status, so that every HTTP adapter answers alike. The
+// statuses are numbers here so that the domain package needs no net/http.
+// A stale fencing token is a 409, like a lost race: the write conflicts
+// with the newer term's work. Unlike a lost race it never succeeds on a
+// retry; clients tell the two apart by the problem's type.
+func HTTPStatus(err error) int {
+	switch ErrorCode(err) {
+	case "":
+		return 200 // OK
+	case EINVALID:
+		return 400 // Bad Request
+	case ENOTFOUND:
+		return 404 // Not Found
+	case ECONFLICT, EBUSY, ELEASELOST, EFENCED:
+		return 409 // Conflict
+	case EUNAVAILABLE:
+		return 503 // Service Unavailable
+	default:
+		return 500 // Internal Server Error
+	}
+}

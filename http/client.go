@@ -1,0 +1,67 @@
+package http
+
+import (
+	nethttp "net/http"
+	"os"
+	"strconv"
+
+	"github.com/batonhq/baton"
+)
+
+// SetFencingToken sets req's Fencing-Token header to token.
+func SetFencingToken(req *nethttp.Request, token int64) {
+	if req.Header == nil {
+		req.Header = nethttp.Header{}
+	}
+	req.Header.Set(TokenHeader, strconv.FormatInt(token, 10))
+}
+
+// TokenFromEnv returns the run's fencing token from BATON_FENCING_TOKEN,
+// which baton run sets for the command it runs, or an EINVALID error naming
+// the variable when it is unset or not a token. Read it once, at start-up:
+// a job that cannot fence its writes should fail before it writes anything.
+func TokenFromEnv() (int64, error) {
+	s, ok := os.LookupEnv(TokenEnv)
+	if !ok {
+		return 0, baton.Invalid(TokenEnv, "is not set: run the command with baton run, which sets it to the run's fencing token")
+	}
+	return parseToken(TokenEnv, s)
+}
+
+// Transport is an http.RoundTripper that sends a fencing token with every
+// request, for a job whose writes go to a result store behind Fence:
+//
+//	token, err := TokenFromEnv()
+//	...
+//	client := &http.Client{Transport: &Transport{Token: token}}
+//
+// A request that already has a Fencing-Token header keeps it. Answers are
+// not interpreted: check a 409 with IsFenced.
+type Transport struct {
+	// Token is the run's fencing token; it must be 1 or more. A Transport
+	// without one fails every request rather than send a write unfenced.
+	Token int64
+	// Base sends the requests; nil means http.DefaultTransport.
+	Base nethttp.RoundTripper
+}
+
+// RoundTrip sends a copy of req with the token added: a RoundTripper must
+// not change the request it is given, which its caller may reuse.
+func (t *Transport) RoundTrip(req *nethttp.Request) (*nethttp.Response, error) {
+	if t.Token < 1 {
+		// RoundTrip must close the body, even when it fails.
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, baton.Invalid("token", "%d is not a fencing token: tokens start at 1; set Transport.Token (see TokenFromEnv)", t.Token)
+	}
+	if len(req.Header.Values(TokenHeader)) == 0 {
+		req = req.Clone(req.Context())
+		SetFencingToken(req, t.Token)
+	}
+	base := t.Base
+	if base == nil {
+		base = nethttp.DefaultTransport
+	}
+	return base.RoundTrip(req)
+}

@@ -1,0 +1,83 @@
+package http_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+
+	"github.com/batonhq/baton"
+	batonhttp "github.com/batonhq/baton/http"
+)
+
+// marks stands in for a real baton.HighWater, such as the result store's
+// own database: the highest token per resource, in memory.
+type marks struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (h *marks) Advance(ctx context.Context, resource string, token int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if token < h.m[resource] {
+		return baton.Fenced(resource, token, h.m[resource])
+	}
+	h.m[resource] = token
+	return nil
+}
+
+// A result store fences its writes per job; a run with token 34 writes,
+// then an older run that was paused past its lease wakes up and tries to
+// write with 33.
+func ExampleFence() {
+	fence := batonhttp.Fence(&marks{m: map[string]int64{}}, batonhttp.ResourceFromPathValue("job"))
+	mux := http.NewServeMux()
+	mux.Handle("PUT /results/{job}", fence(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Store the result; the fence has passed and holds the job's lock.
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	for _, token := range []int64{34, 33} {
+		// A job would take its token from TokenFromEnv.
+		client := &http.Client{Transport: &batonhttp.Transport{Token: token}}
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/results/nightly", strings.NewReader("42 rows"))
+		resp, err := client.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(token, resp.Status)
+		if batonhttp.IsFenced(resp) {
+			p, _ := batonhttp.ReadProblem(resp)
+			fmt.Println(p.Detail)
+		}
+		resp.Body.Close()
+	}
+	// Output:
+	// 34 204 No Content
+	// 33 409 Conflict
+	// write to nightly with fencing token 33 refused: token 34 was already seen (a newer holder has taken over)
+}
+
+// A job run by baton run sends its writes with the run's token, and stops
+// at the first fenced one: a newer run has taken over.
+func ExampleTransport() {
+	token, err := batonhttp.TokenFromEnv()
+	if err != nil {
+		log.Fatal(err) // BATON_FENCING_TOKEN: is not set: run the command with baton run, ...
+	}
+	client := &http.Client{Transport: &batonhttp.Transport{Token: token}}
+	resp, err := client.Post("http://results.internal/results/nightly", "text/plain", strings.NewReader("42 rows"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if batonhttp.IsFenced(resp) {
+		log.Fatal("fenced: a newer run of this job has taken over; not retrying")
+	}
+}
