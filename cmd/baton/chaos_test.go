@@ -10,9 +10,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	nethttp "net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +25,11 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/batonhq/baton"
+	batonhttp "github.com/batonhq/baton/http"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,6 +38,8 @@ const (
 	fenceLease     = "lease"     // postgres.FenceLease on the job's lease row
 	fenceHighWater = "highwater" // postgres.Fence on a high-water mark
 	fenceNone      = "none"      // the control: no fence at all
+	fencePut       = "put"       // baton put of a file, high-water mark in the local store
+	fenceHTTP      = "http"      // POST through the http.Fence middleware
 )
 
 func monotonic() int64 {
@@ -51,32 +58,53 @@ func chaosWriter(mode string) int {
 	writes, _ := strconv.Atoi(os.Getenv("CHAOS_WRITES"))
 	job := os.Getenv("BATON_JOB")
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, os.Getenv("CHAOS_DSN"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "writer:", err)
-		return 70
-	}
 	log, err := os.OpenFile(os.Getenv("CHAOS_LOG"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "writer:", err)
 		return 70
 	}
+	var write func() error
+	switch mode {
+	case fencePut:
+		write = func() error {
+			cmd := exec.Command(os.Getenv("CHAOS_BATON"), "put", "--resource", job, "--dest", os.Getenv("CHAOS_DEST"))
+			cmd.Stdin = strings.NewReader(strconv.FormatInt(token, 10))
+			err := cmd.Run()
+			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == baton.ExitFenced {
+				return baton.Errorf(baton.EFENCED, "baton put: fenced")
+			}
+			return err
+		}
+	case fenceHTTP:
+		client := &nethttp.Client{Timeout: 10 * time.Second}
+		write = func() error {
+			req, _ := nethttp.NewRequest("POST", os.Getenv("CHAOS_URL"), nil)
+			req.Header.Set(batonhttp.ResourceHeader, job)
+			batonhttp.SetFencingToken(req, token)
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			if batonhttp.IsFenced(resp) {
+				return baton.Errorf(baton.EFENCED, "HTTP 409: fenced")
+			}
+			if resp.StatusCode >= 300 {
+				return fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			return nil
+		}
+	default:
+		conn, err := pgx.Connect(ctx, os.Getenv("CHAOS_DSN"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "writer:", err)
+			return 70
+		}
+		write = func() error { return pgWrite(ctx, conn, mode, job, token) }
+	}
 	for range writes {
 		call := monotonic()
-		err := pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
-			switch mode {
-			case fenceLease:
-				if err := postgres.FenceLease(ctx, tx, "", job, token); err != nil {
-					return err
-				}
-			case fenceHighWater:
-				if err := postgres.Fence(ctx, tx, "", job, token); err != nil {
-					return err
-				}
-			}
-			_, err := tx.Exec(ctx, "insert into results (job, token, seq) values ($1, $2, nextval('commit_seq'))", job, token)
-			return err
-		})
+		err := write()
 		ret := monotonic()
 		result := "ok"
 		switch {
@@ -94,9 +122,39 @@ func chaosWriter(mode string) int {
 	return 0
 }
 
+// pgWrite writes token into the results table in one transaction, through
+// the fence of mode.
+func pgWrite(ctx context.Context, conn *pgx.Conn, mode, job string, token int64) error {
+	return pgx.BeginTxFunc(ctx, conn, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		switch mode {
+		case fenceLease:
+			if err := postgres.FenceLease(ctx, tx, "", job, token); err != nil {
+				return err
+			}
+		case fenceHighWater:
+			if err := postgres.Fence(ctx, tx, "", job, token); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, "insert into results (job, token, seq) values ($1, $2, nextval('commit_seq'))", job, token)
+		return err
+	})
+}
+
 // chaosResult sums up trials.
 type chaosResult struct {
 	trials, takeovers, staleAccepted, refused, violations int
+}
+
+// chaosEnv is what one mode's trials share: where results go, and how the
+// accepted writes are read back in commit order.
+type chaosEnv struct {
+	s      store
+	dsn    string
+	mode   string
+	env    []string                 // for the writers, beside s.env
+	dest   func(job string) string  // put: the file each job writes
+	commit func(job string) []int64 // accepted tokens in commit order; nil: judge from the log alone
 }
 
 // runChaos runs trials of the pause-and-takeover scenario, a few at a time
@@ -104,14 +162,64 @@ type chaosResult struct {
 func runChaos(t *testing.T, mode string, trials int) chaosResult {
 	dsn := pgtest.DSN(t)
 	ctx := context.Background()
-	conn := connect(t, dsn)
+	// Trials judge in parallel: a pool, not one connection.
+	conn, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
 	// Create the schema (and the fence) through baton itself.
 	s := store{name: "postgres", env: []string{"BATON_DB=" + asURL(t, dsn)}, dsn: dsn}
 	if r := s.run(t, "migrate"); r.code != 0 {
 		t.Fatalf("migrate: %s", r.stderr)
 	}
-	if _, err := conn.Exec(ctx, `create sequence commit_seq; create table results (job text, token bigint, seq bigint)`); err != nil {
-		t.Fatal(err)
+	ce := &chaosEnv{s: s, dsn: dsn, mode: mode}
+	switch mode {
+	case fencePut:
+		dir := t.TempDir()
+		ce.env = []string{"BATON_LOCK_DIR=" + filepath.Join(dir, "locks"), "CHAOS_BATON=" + batonBin}
+		ce.dest = func(job string) string { return filepath.Join(dir, job+".out") }
+	case fenceHTTP:
+		// The result store: an HTTP service whose writes go through the
+		// middleware, with its high-water marks in baton's database.
+		db, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		var mu sync.Mutex
+		written := map[string][]int64{}
+		handler := nethttp.HandlerFunc(func(w nethttp.ResponseWriter, r *nethttp.Request) {
+			resource, token, _ := batonhttp.TokenFromContext(r.Context())
+			mu.Lock()
+			written[resource] = append(written[resource], token)
+			mu.Unlock()
+			w.WriteHeader(nethttp.StatusNoContent)
+		})
+		srv := httptest.NewServer(batonhttp.Fence(db, batonhttp.ResourceFromHeader(batonhttp.ResourceHeader))(handler))
+		t.Cleanup(srv.Close)
+		ce.env = []string{"CHAOS_URL=" + srv.URL}
+		ce.commit = func(job string) []int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]int64(nil), written[job]...)
+		}
+	default:
+		if _, err := conn.Exec(ctx, `create sequence commit_seq; create table results (job text, token bigint, seq bigint)`); err != nil {
+			t.Fatal(err)
+		}
+		ce.commit = func(job string) []int64 {
+			rows, err := conn.Query(ctx, "select token from results where job = $1 order by seq", job)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				t.Error(err)
+			}
+			return tokens
+		}
 	}
 	var mu sync.Mutex
 	var total chaosResult
@@ -123,7 +231,7 @@ func runChaos(t *testing.T, mode string, trials int) chaosResult {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := chaosTrial(t, s, dsn, mode, fmt.Sprintf("job-%d", i), rand.New(rand.NewPCG(uint64(i), 7)))
+			r := ce.trial(t, fmt.Sprintf("job-%d", i), rand.New(rand.NewPCG(uint64(i), 7)))
 			mu.Lock()
 			defer mu.Unlock()
 			total.trials++
@@ -137,29 +245,38 @@ func runChaos(t *testing.T, mode string, trials int) chaosResult {
 	return total
 }
 
-// chaosTrial: holder A writes; A's whole tree is stopped for a random time
+// trial: holder A writes; A's whole tree is stopped for a random time
 // around its TTL while B waits for the lease and writes; then A continues.
-func chaosTrial(t *testing.T, s store, dsn, mode, job string, rng *rand.Rand) chaosResult {
+func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult {
 	const ttl = 400 * time.Millisecond
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "log")
+	writesA, writesB := 300, 20
+	if ce.mode == fencePut { // each write runs baton put: fewer, slower writes
+		writesA, writesB = 40, 5
+	}
 	writer := func(writes int, args ...string) *exec.Cmd {
 		cmd := exec.Command(batonBin, append(args, "--", os.Args[0])...)
-		cmd.Env = append(os.Environ(), append(s.env, "GORACE=atexit_sleep_ms=0", "BATON_CHAOS_WRITER="+mode,
-			"CHAOS_DSN="+dsn, "CHAOS_LOG="+logPath, "CHAOS_WRITES="+strconv.Itoa(writes))...)
+		cmd.Env = append(os.Environ(), ce.s.env...)
+		cmd.Env = append(cmd.Env, ce.env...)
+		cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0", "BATON_CHAOS_WRITER="+ce.mode,
+			"CHAOS_DSN="+ce.dsn, "CHAOS_LOG="+logPath, "CHAOS_WRITES="+strconv.Itoa(writes))
+		if ce.dest != nil {
+			cmd.Env = append(cmd.Env, "CHAOS_DEST="+ce.dest(job))
+		}
 		if err := cmd.Start(); err != nil {
 			t.Error(err)
 		}
 		return cmd
 	}
-	a := writer(300, "run", "--ttl", ttl.String(), "--kill-after", "100ms", job)
+	a := writer(writesA, "run", "--ttl", ttl.String(), "--kill-after", "100ms", job)
 	// Let A write for a moment, then freeze its whole tree mid-flight.
 	time.Sleep(time.Duration(150+rng.IntN(100)) * time.Millisecond)
 	tree := append([]int{a.Process.Pid}, descendantsOf(a.Process.Pid)...)
 	for _, pid := range tree {
 		syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	b := writer(20, "run", "--wait", "10s", "--ttl", ttl.String(), job)
+	b := writer(writesB, "run", "--wait", "10s", "--ttl", ttl.String(), job)
 	// Pauses from well inside to well past A's term: some end before its
 	// expiry, some just after, some long after B has written.
 	time.Sleep(time.Duration(100+rng.IntN(1100)) * time.Millisecond)
@@ -170,7 +287,11 @@ func chaosTrial(t *testing.T, s store, dsn, mode, job string, rng *rand.Rand) ch
 	}
 	a.Wait()
 	b.Wait()
-	r := judge(t, dsn, job, logPath)
+	var committed []int64
+	if ce.commit != nil {
+		committed = ce.commit(job)
+	}
+	r := judge(t, committed, logPath)
 	if os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
 		log, _ := os.ReadFile(logPath)
 		t.Logf("%s: no takeover; A exit %d, B exit %d; log tail %q", job, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
@@ -217,35 +338,10 @@ func descendantsOf(pid int) []int {
 // with a higher token (stale writes accepted), and checks the attempts'
 // history for linearizability against a register that accepts only
 // non-decreasing tokens (a refusal is always allowed: refusing is safe).
-func judge(t *testing.T, dsn, job, logPath string) chaosResult {
+// Without a commit order from the store, accepted writes are taken in the
+// order they returned.
+func judge(t *testing.T, committed []int64, logPath string) chaosResult {
 	var r chaosResult
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Error(err)
-		return r
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), "select token from results where job = $1 order by seq", job)
-	if err != nil {
-		t.Error(err)
-		return r
-	}
-	tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Error(err)
-		return r
-	}
-	var highest int64
-	for _, tok := range tokens {
-		if tok < highest {
-			r.staleAccepted++
-		}
-		highest = max(highest, tok)
-	}
-	if highest >= 2 {
-		r.takeovers = 1
-	}
-
 	f, err := os.Open(logPath)
 	if err != nil {
 		t.Error(err)
@@ -267,6 +363,33 @@ func judge(t *testing.T, dsn, job, logPath string) chaosResult {
 			continue // not known to have happened
 		}
 		history = append(history, porcupine.Operation{ClientId: int(tok), Input: tok, Call: call, Output: result == "ok", Return: ret})
+	}
+	var highest int64
+	if committed != nil {
+		for _, tok := range committed {
+			if tok < highest {
+				r.staleAccepted++
+			}
+			highest = max(highest, tok)
+		}
+	} else {
+		// No commit order from the store: a write is certainly stale if it
+		// was accepted though it began after a write with a higher token
+		// had been accepted and returned.
+		ok := slices.DeleteFunc(slices.Clone(history), func(op porcupine.Operation) bool { return !op.Output.(bool) })
+		for _, op := range ok {
+			tok := op.Input.(int64)
+			highest = max(highest, tok)
+			for _, other := range ok {
+				if other.Input.(int64) > tok && other.Return < op.Call {
+					r.staleAccepted++
+					break
+				}
+			}
+		}
+	}
+	if highest >= 2 {
+		r.takeovers = 1
 	}
 	if !porcupine.CheckOperations(tokenRegister, history) {
 		r.violations++
@@ -326,5 +449,29 @@ func TestChaosControlWithoutFence(t *testing.T) {
 	t.Logf("no fence (control): %+v", r)
 	if r.staleAccepted == 0 || r.violations == 0 {
 		t.Fatalf("without a fence no stale write was accepted (%+v): the scenario cannot show what the fence prevents", r)
+	}
+}
+
+func TestChaosPut(t *testing.T) {
+	t.Parallel()
+	r := runChaos(t, fencePut, chaosTrials(t))
+	t.Logf("baton put: %+v", r)
+	if r.staleAccepted != 0 || r.violations != 0 {
+		t.Fatalf("stale writes accepted through baton put: %+v", r)
+	}
+	if r.takeovers < r.trials/2 {
+		t.Fatalf("only %d of %d trials saw a takeover: the scenario is not exercised", r.takeovers, r.trials)
+	}
+}
+
+func TestChaosHTTP(t *testing.T) {
+	t.Parallel()
+	r := runChaos(t, fenceHTTP, chaosTrials(t))
+	t.Logf("HTTP middleware: %+v", r)
+	if r.staleAccepted != 0 || r.violations != 0 {
+		t.Fatalf("stale writes accepted through the HTTP middleware: %+v", r)
+	}
+	if r.takeovers < r.trials/2 {
+		t.Fatalf("only %d of %d trials saw a takeover: the scenario is not exercised", r.takeovers, r.trials)
 	}
 }
