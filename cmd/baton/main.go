@@ -57,6 +57,7 @@ var commands = []struct {
 	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the local lock directory (baton doctor local)", func(e *Env) Command { return &DoctorCommand{env: e} }},
+	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit

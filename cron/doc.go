@@ -1,0 +1,29 @@
+// Package cron parses cron schedules and computes fire times in a time zone,
+// with explicit DST policies.
+//
+// A schedule is matched against wall-clock time in a zone, and a wall-clock
+// time is not always one instant: when clocks spring forward some wall times
+// never happen (a gap), and when they fall back some happen twice (a repeat).
+// Other cron libraries decide silently what happens then; here the caller
+// says, with a DST:
+//
+//   - Gap: GapShift (the default) fires a wall time that falls in a gap at the
+//     first instant after the gap, so a daily 02:30 job in Europe/Berlin runs
+//     at 03:00 on the spring day instead of not at all; GapSkip does not fire
+//     it that day.
+//   - Repeat: RepeatOnce (the default) fires a repeated wall time once, at its
+//     first (earlier) occurrence; RepeatBoth fires it at both.
+//
+// A tick is identified by its instant in UTC, so wall times that map to the
+// same instant are one tick: under GapShift, `*/15 2 * * *` fires once on the
+// spring day in Berlin (at 03:00), not four times, and `0 * * * *` fires once
+// at 03:00 although both 02:00 and 03:00 match.
+//
+// Schedules written `@every DURATION` are not wall-clock schedules: they fire
+// at the Unix epoch plus whole multiples of the duration, so DST never
+// affects them.
+//
+// The package has no zone data of its own: zones come from the caller's
+// *time.Location. Programs that must run where the system has none can
+// import time/tzdata.
+package cron
