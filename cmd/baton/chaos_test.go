@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -53,7 +54,12 @@ func monotonic() int64 {
 // write in its own transaction through the fence of the given mode, and
 // appends "token call return result" to CHAOS_LOG for each attempt. A fenced
 // write ends it, as it should end a real writer.
+//
+// It ignores TERM, as a writer that finishes its work on shutdown does: a
+// zombie then writes until the KILL that follows kill-after, which is the
+// window the fence must close.
 func chaosWriter(mode string) int {
+	signal.Ignore(syscall.SIGTERM)
 	token, _ := strconv.ParseInt(os.Getenv("BATON_FENCING_TOKEN"), 10, 64)
 	writes, _ := strconv.Atoi(os.Getenv("CHAOS_WRITES"))
 	job := os.Getenv("BATON_JOB")
@@ -208,8 +214,16 @@ func runChaos(t *testing.T, mode string, trials int) chaosResult {
 		if _, err := conn.Exec(ctx, `create sequence commit_seq; create table results (job text, token bigint, seq bigint)`); err != nil {
 			t.Fatal(err)
 		}
+		// Commit order: by commit timestamp where the server tracks it (the
+		// harness's cluster does); otherwise by a sequence taken inside
+		// the transaction, which misorders a write frozen mid-transaction.
+		order := "seq"
+		var tracked string
+		if conn.QueryRow(ctx, "select current_setting('track_commit_timestamp')").Scan(&tracked); tracked == "on" {
+			order = "pg_xact_commit_timestamp(xmin), seq"
+		}
 		ce.commit = func(job string) []int64 {
-			rows, err := conn.Query(ctx, "select token from results where job = $1 order by seq", job)
+			rows, err := conn.Query(ctx, "select token from results where job = $1 order by "+order, job)
 			if err != nil {
 				t.Error(err)
 				return nil

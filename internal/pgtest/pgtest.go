@@ -473,6 +473,8 @@ func (c *cluster) start() error {
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "logging_collector=off",
+		// Commit order is what the chaos tests judge stale writes by.
+		"-c", "track_commit_timestamp=on",
 	)
 	c.prepare(cmd)
 	if cmd.SysProcAttr == nil {
