@@ -352,25 +352,38 @@ func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
 	return nil
 }
 
-// openLockFile opens the lock file, creating it with the scope's mode (the
-// umask would otherwise take the group's write bit away).
+// openLockFile opens the lock file, creating it if needed. A new file is
+// made under a temporary name, given the scope's mode (the umask would take
+// the group's write bit away) and only then linked at the path, so that no
+// other user ever finds it at the path with the wrong mode.
 func (l *Leaser) openLockFile(path string) (*os.File, error) {
 	const flags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
-	f, err := os.OpenFile(path, flags|os.O_CREATE|os.O_EXCL, l.fileMode())
-	if err == nil {
-		if err := f.Chmod(l.fileMode()); err != nil {
-			f.Close()
-			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "setting the mode of %s", path)
+	for range 4 {
+		f, err := os.OpenFile(path, flags, 0)
+		if err == nil {
+			return f, nil
 		}
-		return f, nil
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+		}
+		tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), time.Now().UnixNano())
+		f, err = os.OpenFile(tmp, flags|os.O_CREATE|os.O_EXCL, l.fileMode())
+		if err != nil {
+			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file")
+		}
+		err = f.Chmod(l.fileMode())
+		if err == nil {
+			err = os.Link(tmp, path)
+		}
+		os.Remove(tmp) // our own temporary name, never a lock file
+		f.Close()
+		if err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+		}
+		// Linked (or someone else created it meanwhile): open it by its
+		// name, so that /proc shows the descriptor at the lock file's path.
 	}
-	if errors.Is(err, os.ErrExist) {
-		f, err = os.OpenFile(path, flags, 0)
-	}
-	if err != nil {
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
-	}
-	return f, nil
+	return nil, baton.Errorf(baton.ECONFLICT, "lock file %s keeps appearing and disappearing", path)
 }
 
 func (l *Leaser) file(term *baton.Term) (*heldLock, error) {
