@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -113,14 +112,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if c.ttl <= 0 {
 		return baton.Invalid("--ttl", "must be positive, got %s", c.ttl)
 	}
-	// One pool slot per client unless told otherwise, so that the pool is
-	// not what is measured.
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "db-max-conns" })
-	if !set {
-		c.store.maxConns = slices.Max(clients)
-	}
-	st, err := c.store.open(ctx, c.env, "bench", true)
+	st, err := c.open(ctx, fs, clients)
 	if err != nil {
 		return err
 	}
@@ -137,9 +129,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.json {
-		enc := json.NewEncoder(c.env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return printJSON(c.env.Stdout, struct {
 			Store   baton.StoreInfo `json:"store"`
 			Results []BenchResult   `json:"results"`
 		}{info, results})
@@ -239,4 +229,15 @@ func benchLeases(ctx context.Context, l baton.Leaser, keys string, n int, d time
 		res.MaxMicro = lat[len(lat)-1].Microseconds()
 	}
 	return res, nil
+}
+
+// open opens the store with one pool slot per client unless --db-max-conns
+// says otherwise, so that the pool is not what is measured.
+func (c *BenchCommand) open(ctx context.Context, fs *flagSet, clients []int) (*store, error) {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "db-max-conns" })
+	if !set {
+		c.store.maxConns = slices.Max(clients)
+	}
+	return c.store.open(ctx, c.env, "bench", true)
 }

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -36,12 +33,7 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 	if c.duration <= 0 {
 		return baton.Invalid("--duration", "must be positive, got %s", c.duration)
 	}
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "db-max-conns" })
-	if !set {
-		c.store.maxConns = slices.Max(clients)
-	}
-	st, err := c.store.open(ctx, c.env, "bench", true)
+	st, err := c.open(ctx, fs, clients)
 	if err != nil {
 		return err
 	}
@@ -121,9 +113,7 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 		}
 	}
 	if c.json {
-		enc := json.NewEncoder(c.env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return printJSON(c.env.Stdout, struct {
 			Store   baton.StoreInfo    `json:"store"`
 			Results []FenceBenchResult `json:"results"`
 		}{st.leaser.Info(), results})

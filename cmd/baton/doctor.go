@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -132,9 +131,7 @@ func (c *DoctorCommand) local(ctx context.Context) error {
 func (c *DoctorCommand) print(r flock.Report) error {
 	w := c.env.Stdout
 	if c.json {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return printJSON(w, r)
 	}
 	fmt.Fprintf(w, "lock directory: %s (scope: %s)\n", r.Dir, r.Scope)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -77,4 +78,11 @@ func (v durationValue) Set(s string) error {
 func durationFlag(fs *flagSet, p *time.Duration, name string, value time.Duration, usage string) {
 	*p = value
 	fs.Var(durationValue{p}, name, usage)
+}
+
+// printJSON writes v as indented JSON, the form of every --json output.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -64,9 +63,7 @@ func (c *LeasesCommand) Run(ctx context.Context, args []string) error {
 		if leases == nil {
 			leases = []baton.Lease{}
 		}
-		enc := json.NewEncoder(c.env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return printJSON(c.env.Stdout, struct {
 			Store  baton.StoreInfo `json:"store"`
 			Leases []baton.Lease   `json:"leases"`
 		}{info, leases})

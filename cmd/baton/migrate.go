@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/batonhq/baton"
@@ -82,9 +81,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	if c.json {
-		enc := json.NewEncoder(c.env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(c.env.Stdout, out)
 	}
 	if st.db == nil {
 		fmt.Fprintf(c.env.Stdout, "local store at %s: no schema to migrate\n", out.Store.Location)

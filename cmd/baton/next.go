@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -130,9 +129,7 @@ func (c *NextCommand) Run(ctx context.Context, args []string) error {
 		after = next
 	}
 	if *asJSON {
-		enc := json.NewEncoder(c.env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(fires)
+		return printJSON(c.env.Stdout, fires)
 	}
 	for _, f := range fires {
 		fmt.Fprintf(c.env.Stdout, "%s  %s\n", f.Local, f.UTC)
