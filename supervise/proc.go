@@ -110,9 +110,14 @@ func parentOf(pid int) (int, bool) {
 	return ppid, err == nil
 }
 
+// argvOf reads a process's argv; while it is between fork and exec, or
+// exiting, that is empty, and its name (from comm) stands in, in brackets.
 func argvOf(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
+		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil {
+			return []string{"[" + strings.TrimSpace(string(comm)) + "]"}
+		}
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")

@@ -35,7 +35,8 @@ func TestTrapInheritedDescriptor(t *testing.T) {
 	}
 
 	// baton: the stray does not hold the lock.
-	r := s.run(t, "run", "--strays", "report", "job", "--", "sh", "-c", "sleep 3 >/dev/null 2>&1 &")
+	r := s.run(t, "run", "--strays", "report", "job", "--", "sh", "-c",
+		`sleep 3 >/dev/null 2>&1 & while [ "$(cat /proc/$!/comm)" != sleep ]; do :; done`)
 	if r.code != 0 || !strings.Contains(r.stderr, "sleep 3") {
 		t.Fatalf("first run: exit %d, stderr %q; want 0 and the stray named", r.code, r.stderr)
 	}
@@ -62,7 +63,10 @@ func TestStraysWait(t *testing.T) {
 	s := localStore(t)
 	dir := t.TempDir()
 	exited := filepath.Join(dir, "exited")
-	first, out := s.start(t, "run", "job", "--", "sh", "-c", "sleep 2 >/dev/null 2>&1 & echo > "+exited)
+	// The shell exits once its background sleep has exec'd, so that the
+	// stray is a sleep, by name, when baton lists it.
+	first, out := s.start(t, "run", "job", "--", "sh", "-c",
+		`sleep 2 >/dev/null 2>&1 & while [ "$(cat /proc/$!/comm)" != sleep ]; do :; done; echo > `+exited)
 	waitFile(t, exited, 10*time.Second)
 	time.Sleep(100 * time.Millisecond) // the shell is gone; only the sleep is left
 	r := s.run(t, "run", "job", "--", "true")
