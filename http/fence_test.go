@@ -288,7 +288,7 @@ func TestFenceWritesInTokenOrder(t *testing.T) {
 			// Without the lock a round can, by chance, go in order.
 			rounds := 1
 			if !serialise {
-				rounds = 5
+				rounds = 20
 			}
 			for round := 0; round < rounds; round++ {
 				s := newResultStore(t, serialise, func(int64) { time.Sleep(time.Duration(rand.IntN(1000)) * time.Microsecond) })
