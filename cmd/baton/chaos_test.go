@@ -290,7 +290,8 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 	for _, pid := range tree {
 		syscall.Kill(pid, syscall.SIGSTOP)
 	}
-	b := writer(writesB, "run", "--wait", "10s", "--ttl", ttl.String(), job)
+	// A generous wait: on a loaded machine A's own writes may take seconds.
+	b := writer(writesB, "run", "--wait", "60s", "--ttl", ttl.String(), job)
 	// Pauses from well inside to well past A's term: some end before its
 	// expiry, some just after, some long after B has written.
 	time.Sleep(time.Duration(100+rng.IntN(1100)) * time.Millisecond)
@@ -306,9 +307,9 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		committed = ce.commit(job)
 	}
 	r := judge(t, committed, logPath)
-	if os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
+	if r.staleAccepted > 0 && ce.mode != fenceNone || r.violations > 0 && ce.mode != fenceNone || os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
 		log, _ := os.ReadFile(logPath)
-		t.Logf("%s: no takeover; A exit %d, B exit %d; log tail %q", job, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
+		t.Logf("%s: %+v; A exit %d, B exit %d; log tail %q", job, r, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
 	}
 	return r
 }
