@@ -15,10 +15,8 @@ package flock
 // descriptors, which takes a while on a big host.
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,51 +49,12 @@ type self struct {
 var selfProcess = sync.OnceValue(func() self {
 	s := self{uid: os.Geteuid()}
 	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
-		if st, err := parseStat(b); err == nil {
-			s.startTicks = st.startTicks
+		if st, err := procfs.ParseStat(b); err == nil {
+			s.startTicks = st.StartTicks
 		}
 	}
 	return s
 })
-
-// procStat is what the listing needs of /proc/PID/stat.
-type procStat struct {
-	state      byte // R, S, D, Z, X, …
-	ppid       int
-	startTicks uint64 // field 22, starttime: clock ticks after boot
-}
-
-// parseStat parses a /proc/PID/stat line: "PID (COMM) STATE PPID … ". COMM
-// is the executable's name as the process set it, and may hold spaces and
-// parentheses, so the fields are counted after the last ')'.
-func parseStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("no ')' after the command name")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state), so field n is f[n-3].
-	if len(f) < 22-3+1 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
-	}
-	ppid, err := strconv.Atoi(f[4-3])
-	if err != nil {
-		return procStat{}, fmt.Errorf("ppid: %w", err)
-	}
-	ticks, err := strconv.ParseUint(f[22-3], 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("starttime: %w", err)
-	}
-	return procStat{state: f[0][0], ppid: ppid, startTicks: ticks}, nil
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseStat(b)
-}
 
 // holderAlive says whether the process recorded in st still runs, judged
 // on this host (host is its name, boot its boot id). nil means that it
@@ -111,18 +71,18 @@ func holderAlive(st state, boot, host string) *bool {
 		}
 		return &no // this host rebooted since: every process of that boot is gone
 	}
-	ps, err := readStat(st.PID)
+	ps, err := procfs.ReadStat(st.PID)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &no
 	case err != nil:
 		return nil
-	case ps.state == 'Z' || ps.state == 'X':
+	case ps.Zombie():
 		// A zombie has closed its descriptors: it holds nothing.
 		return &no
 	case st.StartTicks == 0:
 		return nil // a pid but no start time: it may be reused
-	case ps.startTicks != st.StartTicks:
+	case ps.StartTicks != st.StartTicks:
 		return &no // the pid was reused
 	}
 	return &yes
@@ -248,9 +208,9 @@ func processes(ds []descriptor) []baton.Process {
 	for _, d := range ds {
 		p := byPID[d.pid]
 		if p == nil {
-			p = &baton.Process{PID: d.pid, Argv: argvOf(d.pid)}
-			if st, err := readStat(d.pid); err == nil {
-				p.PPID = st.ppid
+			p = &baton.Process{PID: d.pid, Argv: procfs.Argv(d.pid)}
+			if st, err := procfs.ReadStat(d.pid); err == nil {
+				p.PPID = st.PPID
 			}
 			byPID[d.pid] = p
 		}
@@ -262,14 +222,6 @@ func processes(ds []descriptor) []baton.Process {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].PID < out[j].PID })
 	return out
-}
-
-func argvOf(pid int) []string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || len(b) == 0 {
-		return nil
-	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 }
 
 // anyHoldsLock says whether one of ds holds the flock.

@@ -11,24 +11,8 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/procfs"
 )
-
-func TestParseStat(t *testing.T) {
-	// Field 22 is starttime; the command name holds ") (" and spaces.
-	line := "4242 (a) (b c) S 17 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654321 1000 200 18446744073709551615\n"
-	st, err := parseStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.state != 'S' || st.ppid != 17 || st.startTicks != 987654321 {
-		t.Fatalf("parsed %+v, want state S, ppid 17, start ticks 987654321", st)
-	}
-	for _, bad := range []string{"", "4242 (x S 1", "4242 (x) S 1 2 3"} {
-		if _, err := parseStat([]byte(bad)); err == nil {
-			t.Errorf("parseStat(%q) succeeded", bad)
-		}
-	}
-}
 
 // A real process whose command name holds ") (": its ppid and start time
 // come out right only when fields are counted after the last ')'.
@@ -57,16 +41,16 @@ func TestParseStatOfProcessWithParensInName(t *testing.T) {
 	if !strings.Contains(string(raw), "(x) (y z)") {
 		t.Fatalf("comm of the test process is not the tricky one: %s", raw)
 	}
-	st, err := parseStat(raw)
+	st, err := procfs.ParseStat(raw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ppid != os.Getpid() {
-		t.Fatalf("ppid %d, want %d (this test): fields miscounted in %s", st.ppid, os.Getpid(), raw)
+	if st.PPID != os.Getpid() {
+		t.Fatalf("ppid %d, want %d (this test): fields miscounted in %s", st.PPID, os.Getpid(), raw)
 	}
 	self := selfProcess()
-	if self.startTicks == 0 || st.startTicks < self.startTicks {
-		t.Fatalf("child start ticks %d before this process's %d", st.startTicks, self.startTicks)
+	if self.startTicks == 0 || st.StartTicks < self.startTicks {
+		t.Fatalf("child start ticks %d before this process's %d", st.StartTicks, self.startTicks)
 	}
 }
 
@@ -102,11 +86,11 @@ func TestHolderAliveDeadProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ps, err := readStat(cmd.Process.Pid)
+	ps, err := procfs.ReadStat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := state{PID: cmd.Process.Pid, Host: host, BootID: currentBootID(), StartTicks: ps.startTicks}
+	st := state{PID: cmd.Process.Pid, Host: host, BootID: currentBootID(), StartTicks: ps.StartTicks}
 	if a := holderAlive(st, currentBootID(), host); a == nil || !*a {
 		t.Fatalf("running child judged alive=%v, want true", show(a))
 	}
@@ -116,15 +100,15 @@ func TestHolderAliveDeadProcess(t *testing.T) {
 	// Not yet waited for: a zombie, which holds no descriptor any more.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		ps, err := readStat(cmd.Process.Pid)
+		ps, err := procfs.ReadStat(cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ps.state == 'Z' {
+		if ps.State == 'Z' {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child still in state %c", ps.state)
+			t.Fatalf("child still in state %c", ps.State)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -29,6 +29,7 @@ import (
 	batonhttp "github.com/batonhq/baton/http"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/procfs"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sys/unix"
@@ -328,14 +329,8 @@ func descendantsOf(pid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 {
-			ppid, _ := strconv.Atoi(f[1])
-			children[ppid] = append(children[ppid], p)
+		if st, err := procfs.ReadStat(p); err == nil {
+			children[st.PPID] = append(children[st.PPID], p)
 		}
 	}
 	var out []int
