@@ -136,6 +136,15 @@ type Leaser interface {
 	Info() StoreInfo
 }
 
+// Revoker is a Leaser that can ask a term held elsewhere to end (the
+// "replace" overlap policy): the holder's next renewal fails, it stops its
+// command's tree and releases the lease, and the caller then acquires it
+// with a higher token. Revoking a term that has already ended is not an
+// error.
+type Revoker interface {
+	Revoke(ctx context.Context, job string, token int64) error
+}
+
 // MaxJobNameLen bounds job names so that they fit in file names and keys.
 const MaxJobNameLen = 200
 

@@ -9,6 +9,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 )
 
 //go:embed sql
@@ -57,6 +59,9 @@ type DB struct {
 	schema string
 	dsn    string // redacted
 	sql    map[string]string
+
+	sqlOnce sync.Once
+	sqlDB   *sql.DB
 }
 
 // IsDSN reports whether s selects PostgreSQL.
@@ -124,7 +129,21 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 }
 
 // Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+func (db *DB) Close() {
+	if db.sqlDB != nil {
+		db.sqlDB.Close()
+	}
+	db.pool.Close()
+}
+
+// SQL gives the pool as a database/sql handle, for package scheduler,
+// which shares its code with SQLite through database/sql. It opens no
+// connections of its own: each borrows one from the pool, so MaxConns still
+// bounds the process.
+func (db *DB) SQL() *sql.DB {
+	db.sqlOnce.Do(func() { db.sqlDB = stdlib.OpenDBFromPool(db.pool) })
+	return db.sqlDB
+}
 
 // Pool gives tests and benchmarks the pool itself.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }

@@ -130,6 +130,14 @@ func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
 	return nil
 }
 
+// Revoke asks the exact term to end at its holder's next renewal.
+func (l *Leaser) Revoke(ctx context.Context, job string, token int64) error {
+	if _, err := l.db.pool.Exec(ctx, l.db.query("lease_revoke"), job, token); err != nil {
+		return l.db.translate(err, "revoking lease "+job)
+	}
+	return nil
+}
+
 // Leases lists every job's lease with its state by the database's clock.
 func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 	rows, err := l.db.pool.Query(ctx, l.db.query("lease_list"))

@@ -53,10 +53,23 @@ type Supervisor struct {
 	Strays string
 	// MaxRun, when positive, bounds the run: the whole tree is stopped then.
 	MaxRun time.Duration
+	// Stop, when closed, stops the whole tree (TERM, then KILL after
+	// KillAfter): a run being replaced, or a daemon past its drain grace.
+	Stop <-chan struct{}
+	// OwnSignals says the caller handles this process's signals itself (the
+	// daemon: TERM drains, HUP reloads), so none is forwarded to the command.
+	OwnSignals bool
+	// KeepLease leaves the term held when Run returns, for a caller that
+	// must record the run's outcome before another holder can start (the
+	// daemon); the caller then releases it.
+	KeepLease bool
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 	Env    []string // the command's environment before baton adds its own
+	// ExtraEnv is added after baton's own variables (the daemon's BATON_TICK
+	// and BATON_IDEMPOTENCY_KEY); it wins over them.
+	ExtraEnv []string
 	Dir    string
 	// GuardPath is the executable that runs GuardMain when called with
 	// GuardCommand as its first argument; default: this executable.
@@ -75,6 +88,8 @@ type Result struct {
 	LeaseLost error
 	// TimedOut is set when MaxRun passed and the tree was stopped for it.
 	TimedOut bool
+	// Stopped is set when Stop was closed and the tree was stopped for it.
+	Stopped bool
 	// Strays are the processes the command left behind when it exited.
 	Strays []Process
 	// ReleaseErr is set when the lease could not be released at the end; the
@@ -177,7 +192,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		"--ppid", strconv.Itoa(os.Getpid()), "--path", path, "--"}, argv...)...)
 	cmd.Args[0] = "baton"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
-	cmd.Env = append(append([]string{}, s.Env...), Env(term)...)
+	cmd.Env = append(append(append([]string{}, s.Env...), Env(term)...), s.ExtraEnv...)
 	cmd.Dir = s.Dir
 	cmd.ExtraFiles = extra
 	// Its own group, so that a terminal's Ctrl-C reaches the command only
@@ -185,8 +200,10 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: sigSupervisorGone}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
+	if !s.OwnSignals {
+		signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+		defer signal.Stop(sigs)
+	}
 
 	started := make(chan error, 1)
 	exited := make(chan struct{})
@@ -236,8 +253,8 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	cancelled := ctx.Done()
 
 	var lost error
-	timedOut := false
-	for lost == nil && !timedOut {
+	timedOut, stopped := false, false
+	for lost == nil && !timedOut && !stopped {
 		select {
 		case <-exited:
 			r := <-report
@@ -253,6 +270,8 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			syscall.Kill(guard, syscall.SIGTERM)
 		case <-maxRun:
 			timedOut = true
+		case <-s.Stop:
+			stopped = true
 		case <-stopAt.C:
 			lost = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) succeeded in time; the store may grant it to another", term.Job, term.Token)
 		case <-renewAt.C:
@@ -294,7 +313,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		<-exited
 	}
 	r := <-report
-	res := Result{ExitCode: r.ExitCode, Strays: r.Strays, LeaseLost: lost, TimedOut: lost == nil}
+	res := Result{ExitCode: r.ExitCode, Strays: r.Strays, LeaseLost: lost, TimedOut: timedOut, Stopped: stopped}
 	if lost == nil {
 		res.ReleaseErr = s.release(term)
 	}
@@ -302,6 +321,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 }
 
 func (s *Supervisor) release(term *baton.Term) error {
+	if s.KeepLease {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return s.Leaser.Release(ctx, term)

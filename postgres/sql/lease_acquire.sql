@@ -16,6 +16,7 @@ on conflict (job_key) do update
       owner_argv = excluded.owner_argv,
       owner_started_at = excluded.owner_started_at,
       acquired_at = excluded.acquired_at,
-      released_at = null
+      released_at = null,
+      revoke_requested_at = null
   where l.lease_until <= clock_timestamp()
 returning fencing_token, lease_until

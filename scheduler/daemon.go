@@ -1,0 +1,376 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// Daemon claims due ticks from a Store and runs them under their jobs'
+// leases. Any number of daemons may share one store.
+type Daemon struct {
+	Store  *Store
+	Leaser baton.Leaser
+	ID     string // unique per daemon process
+	Host   string
+	Config string // the job file's path, as reported to the store
+
+	MaxConcurrent int           // runs at once in this daemon
+	Poll          time.Duration // how often to look for due ticks
+	ClaimTTL      time.Duration // a claim not renewed for this long may be taken over
+	Grace         time.Duration // on drain: how long runs may finish before their trees are stopped
+	GuardPath     string        // see supervise.Supervisor
+	Env           []string      // the commands' base environment
+	Log           *slog.Logger
+
+	mu     sync.Mutex
+	file   map[string]baton.Job // this daemon's job file, by name
+	drift  map[string]string    // drift last reported, by job
+	active map[string][]*active // runs in progress, by job
+	slots  chan struct{}
+	wg     sync.WaitGroup
+	stop   chan struct{} // closed when the drain's grace is over
+}
+
+// active is one run in progress in this daemon.
+type active struct {
+	token    int64
+	stop     chan struct{}
+	once     sync.Once
+	stopping string // why stop was closed
+	drained  bool   // stopped because the daemon drains, not replaced
+}
+
+func (a *active) halt(why string, drained bool) {
+	a.once.Do(func() { a.stopping, a.drained = why, drained; close(a.stop) })
+}
+
+func (d *Daemon) defaults() {
+	if d.MaxConcurrent <= 0 {
+		d.MaxConcurrent = 64
+	}
+	if d.Poll <= 0 {
+		d.Poll = 250 * time.Millisecond
+	}
+	if d.ClaimTTL <= 0 {
+		d.ClaimTTL = 30 * time.Second
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.slots == nil {
+		d.slots = make(chan struct{}, d.MaxConcurrent)
+		d.active = map[string][]*active{}
+		d.drift = map[string]string{}
+		d.stop = make(chan struct{})
+	}
+}
+
+// Load publishes a job file's definitions to the store (a reload removes
+// the jobs the previous file had and this one has not) and makes them the
+// reference this daemon reports drift against.
+func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
+	d.defaults()
+	d.mu.Lock()
+	var removed []string
+	if d.file != nil {
+		for name := range d.file {
+			if !slices.ContainsFunc(jobs, func(j baton.Job) bool { return j.Name == name }) {
+				removed = append(removed, name)
+			}
+		}
+	}
+	d.mu.Unlock()
+	for _, j := range jobs {
+		if _, err := Compile(j); err != nil {
+			return fmt.Errorf("job %s: %w", j.Name, err)
+		}
+	}
+	changed, err := d.Store.Publish(ctx, jobs, d.Host, removed)
+	if err != nil {
+		return err
+	}
+	file := map[string]baton.Job{}
+	for _, j := range jobs {
+		file[j.Name] = j.WithDefaults()
+	}
+	d.mu.Lock()
+	d.file = file
+	d.mu.Unlock()
+	for _, name := range changed {
+		d.Log.Info("job definition written to the store", "job", name, "version", file[name].Version())
+	}
+	for _, name := range removed {
+		d.Log.Info("job removed from the store", "job", name)
+	}
+	if err := d.register(ctx); err != nil {
+		return err
+	}
+	return d.checkDrift(ctx)
+}
+
+func (d *Daemon) register(ctx context.Context) error {
+	d.mu.Lock()
+	versions := map[string]string{}
+	for name, j := range d.file {
+		versions[name] = j.Version()
+	}
+	d.mu.Unlock()
+	return d.Store.Register(ctx, DaemonInfo{ID: d.ID, Host: d.Host, PID: os.Getpid(), Config: d.Config, Versions: versions})
+}
+
+// checkDrift compares this daemon's file with the store and logs each
+// difference once (and again when it changes).
+func (d *Daemon) checkDrift(ctx context.Context) error {
+	stored, err := d.Store.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := map[string]string{}
+	seen := map[string]bool{}
+	for _, sj := range stored {
+		seen[sj.Job.Name] = true
+		fj, ok := d.file[sj.Job.Name]
+		switch {
+		case !ok:
+			now[sj.Job.Name] = "in the store but not in this daemon's job file"
+		case fj.Version() != sj.Version:
+			now[sj.Job.Name] = fmt.Sprintf("this daemon's job file has version %s, the store has %s (written by %s at %s); scheduling the store's",
+				fj.Version(), sj.Version, sj.DefinedBy, sj.DefinedAt.Format(time.RFC3339))
+		}
+	}
+	for name := range d.file {
+		if !seen[name] {
+			now[name] = "in this daemon's job file but removed from the store"
+		}
+	}
+	for name, msg := range now {
+		if d.drift[name] != msg {
+			d.Log.Warn("drift", "job", name, "detail", msg)
+		}
+	}
+	for name := range d.drift {
+		if _, ok := now[name]; !ok {
+			d.Log.Info("drift resolved", "job", name)
+		}
+	}
+	d.drift = now
+	return nil
+}
+
+// Drift returns the differences between this daemon's file and the store,
+// as last checked.
+func (d *Daemon) Drift() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.drift)
+}
+
+// Run claims and runs ticks until ctx is cancelled, then drains: it stops
+// claiming, lets runs finish for Grace, stops the trees of those still
+// running, and returns when every run has ended and been recorded.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.defaults()
+	bg := context.WithoutCancel(ctx)
+	hbDone := make(chan struct{})
+	hbStop := make(chan struct{})
+	go d.heartbeat(bg, hbStop, hbDone)
+
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	failing := false
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-poll.C:
+		}
+		more, err := d.claim(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing {
+				d.Log.Error("claiming ticks failed; retrying", "err", err)
+				failing = true
+			}
+			poll.Reset(min(d.Poll*8, 5*time.Second))
+			continue
+		case failing && err == nil:
+			d.Log.Info("claiming ticks works again")
+			failing = false
+		}
+		if more {
+			poll.Reset(0)
+		} else {
+			poll.Reset(d.Poll)
+		}
+	}
+
+	d.Log.Info("draining", "runs", d.running(), "grace", d.Grace)
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	grace := time.NewTimer(d.Grace)
+	select {
+	case <-done:
+	case <-grace.C:
+		d.Log.Warn("grace is over; stopping the runs still going", "runs", d.running())
+		close(d.stop)
+		d.mu.Lock()
+		for _, runs := range d.active {
+			for _, a := range runs {
+				a.halt("stopped: the daemon was draining and its grace ran out", true)
+			}
+		}
+		d.mu.Unlock()
+		<-done
+	}
+	grace.Stop()
+	close(hbStop)
+	<-hbDone
+	uctx, cancel := context.WithTimeout(bg, 5*time.Second)
+	defer cancel()
+	if err := d.Store.Unregister(uctx, d.ID); err != nil {
+		d.Log.Warn("could not unregister", "err", err)
+	}
+	d.Log.Info("drained")
+	return nil
+}
+
+func (d *Daemon) running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, runs := range d.active {
+		n += len(runs)
+	}
+	return n
+}
+
+// claim takes as many ticks as there are free slots and starts a goroutine
+// for each. more says a full batch came back, so more may be waiting.
+func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
+	free := d.MaxConcurrent - len(d.slots)
+	if free <= 0 {
+		return false, nil
+	}
+	limit := min(free, 100)
+	open, err := d.Store.ClaimOpen(ctx, d.ID, d.ClaimTTL, limit)
+	for _, c := range open {
+		d.start(ctx, c)
+	}
+	if err != nil {
+		return false, err
+	}
+	limit -= len(open)
+	if limit <= 0 {
+		return true, nil
+	}
+	due, err := d.Store.ClaimDue(ctx, d.ID, d.ClaimTTL, limit)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range due {
+		d.start(ctx, c)
+	}
+	return len(open)+len(due) >= min(free, 100), nil
+}
+
+func (d *Daemon) start(ctx context.Context, c Claim) {
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.handle(ctx, c)
+	}()
+}
+
+// heartbeat renews this daemon's claims, refreshes its registration,
+// checks drift and prunes history, until stop is closed.
+func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	every := d.ClaimTTL / 4
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lastPrune := time.Now()
+	failing := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		hctx, cancel := context.WithTimeout(ctx, every)
+		err := d.Store.RenewClaims(hctx, d.ID, d.ClaimTTL)
+		if err == nil {
+			err = d.register(hctx)
+		}
+		if err == nil {
+			err = d.checkDrift(hctx)
+		}
+		cancel()
+		switch {
+		case err != nil && !failing:
+			d.Log.Error("renewing claims failed; other daemons take over this daemon's ticks if it lasts", "err", err, "claim_ttl", d.ClaimTTL)
+			failing = true
+		case err == nil && failing:
+			d.Log.Info("renewing claims works again")
+			failing = false
+		}
+		if time.Since(lastPrune) > time.Minute {
+			lastPrune = time.Now()
+			d.prune(ctx)
+		}
+	}
+}
+
+// prune deletes history past each job's retention, in small batches.
+func (d *Daemon) prune(ctx context.Context) {
+	jobs, err := d.Store.Jobs(ctx)
+	if err != nil {
+		return
+	}
+	now, err := d.Store.Now(ctx)
+	if err != nil {
+		return
+	}
+	for _, dj := range jobs {
+		for range 10 {
+			n, err := d.Store.Prune(ctx, dj.Job, now, 500)
+			if err != nil {
+				d.Log.Warn("pruning history failed", "job", dj.Job.Name, "err", err)
+				break
+			}
+			if n < 500 {
+				break
+			}
+		}
+	}
+}
+
+// sleep waits for dur, or returns false when ctx is done first.
+func sleep(ctx context.Context, dur time.Duration) bool {
+	if dur <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// errDraining ends a tick's handling without an outcome: its claim goes
+// back to the store for another daemon.
+var errDraining = errors.New("draining")

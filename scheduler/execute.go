@@ -1,0 +1,366 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/supervise"
+	"github.com/google/uuid"
+)
+
+// OutputTail bounds the output kept with each tick.
+const OutputTail = 4096
+
+// handle drives one claimed tick to its outcome (or, when the daemon
+// drains before it starts, gives the claim back).
+func (d *Daemon) handle(ctx context.Context, c Claim) {
+	bg := context.WithoutCancel(ctx)
+	log := d.Log.With("job", c.Tick.Job, "tick", baton.FormatTick(c.At))
+	if c.Job.Name == "" {
+		d.end(bg, c.Tick, c.RunID, baton.OutcomeSkippedMissed, "the job was removed from the store before this tick ran", log)
+		return
+	}
+	j := c.Job.WithDefaults()
+	if c.Kind == baton.TickScheduled && c.Attempts == 0 {
+		if !sleep(ctx, time.Until(c.At.Add(Jitter(j, c.At)))) {
+			d.giveBack(bg, c, log)
+			return
+		}
+	}
+	select {
+	case d.slots <- struct{}{}:
+	case <-ctx.Done():
+		d.giveBack(bg, c, log)
+		return
+	}
+	defer func() { <-d.slots }()
+
+	prev, attempts := c.RunID, c.Attempts
+	// A tick taken over from a daemon that died, a queued one, a backfilled
+	// one and a retry wait for the lease; a fresh tick meets the overlap policy.
+	wait := c.State != baton.TickPending || c.Kind == baton.TickBackfill || attempts > 0
+	takeover := c.State == baton.TickRunning
+	for {
+		term, busy, err := d.acquire(ctx, j, c, prev, wait)
+		switch {
+		case err == errDraining:
+			d.giveBack(bg, c, log)
+			return
+		case err != nil:
+			log.Error("cannot take the job's lease; the tick stays claimed and is retried", "err", err)
+			if !sleep(ctx, d.Poll*4) {
+				d.giveBack(bg, c, log)
+				return
+			}
+			continue
+		case term == nil:
+			d.end(bg, c.Tick, prev, baton.OutcomeSkippedOverlap, busy, log)
+			return
+		}
+		if takeover {
+			// The lease is ours, so the taken-over attempt is over: it ended
+			// with its daemon, or recorded itself (then the tick is done).
+			takeover = false
+			reason := "its daemon stopped renewing its claim (crashed or cut off) while it ran"
+			if attempts > j.Retries.Count {
+				d.end(bg, c.Tick, prev, baton.OutcomeLostLease, reason, log)
+				d.release(term, log)
+				return
+			}
+			d.Store.Finish(bg, c.Tick, prev, Ending{Outcome: baton.OutcomeLostLease, Reason: reason, RetryAfter: time.Millisecond})
+		}
+		attempt, ok, err := d.Store.StartAttempt(bg, c.Tick, prev, d.ID, d.Host, term)
+		if err != nil || !ok {
+			if err != nil {
+				log.Error("cannot record the attempt's start; not running it", "err", err)
+			} else {
+				log.Info("the tick was ended or taken over elsewhere; not running it")
+			}
+			d.release(term, log)
+			if err != nil && sleep(ctx, d.Poll*4) {
+				continue
+			}
+			if err != nil {
+				d.giveBack(bg, c, log)
+			}
+			return
+		}
+		prev, attempts = term.Owner, attempt
+		ending := d.execute(j, c.Tick, term, attempt, log)
+		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && attempt <= j.Retries.Count {
+			ending.RetryAfter = Backoff(j, attempt)
+		}
+		ok, err = d.Store.Finish(bg, c.Tick, term.Owner, ending)
+		if err != nil {
+			log.Error("cannot record the outcome; another daemon retries the tick once this daemon's claim lapses", "err", err, "outcome", ending.Outcome)
+		} else if !ok {
+			log.Warn("the tick was taken over while it ran; its outcome is the other daemon's", "outcome", ending.Outcome)
+		}
+		if ending.Outcome != baton.OutcomeLostLease {
+			d.release(term, log)
+		}
+		if ending.RetryAfter == 0 || err != nil || !ok {
+			return
+		}
+		log.Info("retrying", "attempt", attempt+1, "after", ending.RetryAfter)
+		if !sleep(ctx, ending.RetryAfter) {
+			d.giveBack(bg, c, log)
+			return
+		}
+		wait = true
+	}
+}
+
+// giveBack returns a claimed tick to the store for another daemon.
+func (d *Daemon) giveBack(ctx context.Context, c Claim, log interface{ Warn(string, ...any) }) {
+	if err := d.Store.ReleaseClaim(ctx, c.Tick, d.ID); err != nil {
+		log.Warn("cannot give the tick back; it is taken over when this daemon's claim lapses", "err", err)
+	}
+}
+
+// end records a tick's outcome without an attempt of this daemon's.
+func (d *Daemon) end(ctx context.Context, t baton.Tick, runID string, o baton.Outcome, reason string, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}) {
+	if _, err := d.Store.Finish(ctx, t, runID, Ending{Outcome: o, Reason: reason}); err != nil {
+		log.Error("cannot record the outcome", "outcome", o, "err", err)
+		return
+	}
+	log.Info("tick ended", "outcome", o, "reason", reason)
+}
+
+func (d *Daemon) release(term *baton.Term, log interface{ Warn(string, ...any) }) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := d.Leaser.Release(ctx, term); err != nil && baton.ErrorCode(err) != baton.ELEASELOST {
+		log.Warn("cannot release the lease; it expires by itself", "lease", term.Job, "token", term.Token, "err", err)
+	}
+}
+
+// leaseKeys are the lease names a job's runs may hold: the job's own, and
+// for "allow: N" N−1 more (`job#2` … `job#N`), each with its own tokens.
+func leaseKeys(j baton.Job) []string {
+	keys := []string{j.Name}
+	if j.Overlap.Policy == baton.OverlapAllow {
+		for i := 2; i <= j.Overlap.Allow; i++ {
+			keys = append(keys, j.Name+"#"+strconv.Itoa(i))
+		}
+	}
+	return keys
+}
+
+// acquire takes one of the job's leases per its overlap policy. It returns
+// the term, or nil and why the tick is skipped; errDraining when the
+// daemon began draining while it waited.
+func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string, wait bool) (*baton.Term, string, error) {
+	keys := leaseKeys(j)
+	try := func() (*baton.Term, *baton.Holder, error) {
+		var holder *baton.Holder
+		for _, key := range keys {
+			g, err := d.Leaser.Acquire(ctx, baton.AcquireRequest{
+				Job: key, TTL: j.TTL.D(), Owner: uuid.NewString(), Host: d.Host, PID: os.Getpid(),
+				Argv: []string{"baton", "daemon", "tick", c.IdempotencyKey()}, StartedAt: time.Now(),
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			if !g.Busy() {
+				return g.Term, nil, nil
+			}
+			if holder == nil {
+				holder = g.Holder
+			}
+		}
+		return nil, holder, nil
+	}
+	term, holder, err := try()
+	if err != nil || term != nil {
+		return term, "", err
+	}
+	var bound time.Time // zero: wait as long as it takes
+	if !wait {
+		switch j.Overlap.Policy {
+		case baton.OverlapQueueOne:
+			ok, err := d.Store.Queue(ctx, c.Tick, runID)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				return nil, "the lease is held and another tick already waits for it (overlap queue-one)" + heldBy(holder), nil
+			}
+		case baton.OverlapReplace:
+			if holder == nil {
+				return nil, "the lease is held by a holder the store cannot name (overlap replace)", nil
+			}
+			if why := d.replace(ctx, j, holder.Token, c); why != "" {
+				return nil, why + heldBy(holder), nil
+			}
+			bound = time.Now().Add(2*j.TTL.D() + j.KillAfter.D())
+		default:
+			return nil, "the lease is held (overlap " + j.Overlap.Policy + ")" + heldBy(holder), nil
+		}
+	}
+	every := min(max(j.TTL.D()/20, 50*time.Millisecond), time.Second)
+	for {
+		if !sleep(ctx, every) {
+			return nil, "", errDraining
+		}
+		term, holder, err = try()
+		if err != nil || term != nil {
+			return term, "", err
+		}
+		if !bound.IsZero() && time.Now().After(bound) {
+			return nil, "the running tree did not give up the lease in time (overlap replace)" + heldBy(holder), nil
+		}
+	}
+}
+
+func heldBy(h *baton.Holder) string {
+	if h == nil {
+		return ""
+	}
+	s := fmt.Sprintf(": held with token %d", h.Token)
+	if h.Host != "" {
+		s += " on " + h.Host
+	}
+	return s
+}
+
+// replace asks the run holding token to stop: directly when it is one of
+// this daemon's, through the store when it can revoke terms. It returns why
+// it cannot.
+func (d *Daemon) replace(ctx context.Context, j baton.Job, token int64, c Claim) string {
+	why := "replaced by tick " + c.IdempotencyKey()
+	d.mu.Lock()
+	for _, a := range d.active[j.Name] {
+		if a.token == token {
+			a.halt(why, false)
+			d.mu.Unlock()
+			return ""
+		}
+	}
+	d.mu.Unlock()
+	r, ok := d.Leaser.(baton.Revoker)
+	if !ok {
+		return "the lease is held by a run outside this daemon and the store cannot revoke it (overlap replace)"
+	}
+	if err := r.Revoke(ctx, j.Name, token); err != nil {
+		return "revoking the running term failed: " + err.Error()
+	}
+	return ""
+}
+
+// execute runs one attempt under term and says how it ended.
+func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt int, log interface {
+	Info(string, ...any)
+}) Ending {
+	a := &active{token: term.Token, stop: make(chan struct{})}
+	d.mu.Lock()
+	d.active[j.Name] = append(d.active[j.Name], a)
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		runs := d.active[j.Name]
+		for i, x := range runs {
+			if x == a {
+				d.active[j.Name] = append(runs[:i:i], runs[i+1:]...)
+				break
+			}
+		}
+		if len(d.active[j.Name]) == 0 {
+			delete(d.active, j.Name)
+		}
+		d.mu.Unlock()
+	}()
+
+	env := append([]string{}, d.Env...)
+	for k, v := range j.Env {
+		env = append(env, k+"="+v)
+	}
+	tail := &tailBuffer{max: OutputTail}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}
+	}
+	copied := make(chan struct{})
+	go func() { io.Copy(tail, r); r.Close(); close(copied) }()
+
+	sup := supervise.Supervisor{
+		Leaser: d.Leaser, KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
+		OwnSignals: true, KeepLease: true, Stdout: w, Stderr: w, Env: env, Dir: j.Dir,
+		GuardPath: d.GuardPath,
+		ExtraEnv: []string{
+			"BATON_JOB=" + j.Name,
+			"BATON_TICK=" + baton.FormatTick(t.At),
+			"BATON_IDEMPOTENCY_KEY=" + t.IdempotencyKey(),
+			"BATON_ATTEMPT=" + strconv.Itoa(attempt),
+		},
+		Logf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
+	}
+	log.Info("run start", "token", term.Token, "attempt", attempt, "run_id", term.Owner)
+	started := time.Now()
+	res := sup.Run(context.Background(), term, started, j.Command)
+	w.Close()
+	select { // strays left behind may hold the pipe open; do not wait for them
+	case <-copied:
+	case <-time.After(100 * time.Millisecond):
+	}
+	code := res.ExitCode
+	e := Ending{ExitCode: &code, Output: tail.String()}
+	switch {
+	case res.LeaseLost != nil:
+		e.Outcome, e.Reason = baton.OutcomeLostLease, res.LeaseLost.Error()
+	case res.Stopped:
+		// Replaced: its term is revoked, as far as it is concerned. Drained:
+		// it was stopped before it could finish, which is a failure.
+		e.Outcome, e.Reason = baton.OutcomeLostLease, a.stopping
+		if a.drained {
+			e.Outcome = baton.OutcomeFailed
+		}
+	case res.TimedOut:
+		e.Outcome, e.Reason = baton.OutcomeTimedOut, fmt.Sprintf("ran past its timeout of %s; its tree was stopped", j.Timeout)
+	case code == 0:
+		e.Outcome = baton.OutcomeSucceeded
+	case code == baton.ExitFenced:
+		e.Outcome, e.Reason = baton.OutcomeFenced, "the command exited 77: a write was refused for a stale fencing token"
+	case code == 127:
+		e.Outcome, e.Reason = baton.OutcomeFailed, "command not found: "+j.Command[0]
+	case code == 126:
+		e.Outcome, e.Reason = baton.OutcomeFailed, "command could not be run: "+j.Command[0]
+	default:
+		e.Outcome = baton.OutcomeFailed
+	}
+	log.Info("run end", "token", term.Token, "attempt", attempt, "outcome", e.Outcome, "exit_code", code,
+		"duration", time.Since(started).Round(time.Millisecond))
+	return e
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.max:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}

@@ -1,0 +1,133 @@
+package scheduler
+
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/cron"
+)
+
+// Compiled is a job's schedule ready to compute instants.
+type Compiled struct {
+	sched *cron.Schedule
+	loc   *time.Location
+	dst   cron.DST
+}
+
+// Compile parses a job's schedule, zone and DST settings.
+func Compile(j baton.Job) (*Compiled, error) {
+	j = j.WithDefaults()
+	sched, err := cron.Parse(j.Schedule)
+	if err != nil {
+		return nil, baton.Invalid("schedule", "%v", err)
+	}
+	loc := time.UTC
+	if j.Timezone != "" {
+		if loc, err = time.LoadLocation(j.Timezone); err != nil {
+			return nil, baton.Invalid("timezone", "%q is not a known IANA time zone", j.Timezone)
+		}
+	}
+	c := &Compiled{sched: sched, loc: loc}
+	switch j.DST.Gap {
+	case baton.GapShift:
+		c.dst.Gap = cron.GapShift
+	case baton.GapSkip:
+		c.dst.Gap = cron.GapSkip
+	default:
+		return nil, baton.Invalid("dst.gap", "%q: want shift or skip", j.DST.Gap)
+	}
+	switch j.DST.Repeat {
+	case baton.RepeatOnce:
+		c.dst.Repeat = cron.RepeatOnce
+	case baton.RepeatBoth:
+		c.dst.Repeat = cron.RepeatBoth
+	default:
+		return nil, baton.Invalid("dst.repeat", "%q: want once or both", j.DST.Repeat)
+	}
+	return c, nil
+}
+
+// Next is the first instant strictly after after, in UTC; zero if none.
+func (c *Compiled) Next(after time.Time) time.Time {
+	return c.sched.Next(after, c.loc, c.dst)
+}
+
+// Location is the zone the schedule's wall times are read in.
+func (c *Compiled) Location() *time.Location { return c.loc }
+
+// Planned is one due tick and whether it runs.
+type Planned struct {
+	At     time.Time
+	Run    bool   // false: recorded as skipped-missed
+	Reason string // why it is not run
+}
+
+// Plan lists a job's ticks that are due at now, starting with next (its
+// stored next tick), at most max of them, and decides by the job's catch-up
+// policy which run: a tick is late by now − At, and
+//
+//   - skip runs the latest due tick if it is at most Window late;
+//   - latest runs the latest due tick if Window is 0 or it is at most Window late;
+//   - all runs every due tick that is at most Window late.
+//
+// The others are missed. It returns the job's new next tick (after the
+// last listed one; zero when the schedule has no more instants). When more
+// than max ticks are due, the listed ones are not the latest, and only
+// "all" may run some of them; the rest come in the next claim.
+func Plan(j baton.Job, c *Compiled, next, now time.Time, max int) ([]Planned, time.Time) {
+	j = j.WithDefaults()
+	var out []Planned
+	t := next
+	for !t.IsZero() && !t.After(now) && len(out) < max {
+		out = append(out, Planned{At: t})
+		t = c.Next(t)
+	}
+	capped := !t.IsZero() && !t.After(now)
+	window := j.Catchup.Window.D()
+	for i := range out {
+		p := &out[i]
+		late := now.Sub(p.At)
+		latest := i == len(out)-1 && !capped
+		inWindow := window == 0 || late <= window
+		switch j.Catchup.Policy {
+		case baton.CatchupAll:
+			p.Run = inWindow
+		default: // skip, latest
+			p.Run = latest && inWindow
+		}
+		if !p.Run {
+			switch {
+			case !inWindow:
+				p.Reason = fmt.Sprintf("missed by %s, more than the catch-up window %s (catchup %s)", late.Round(time.Millisecond), window, j.Catchup.Policy)
+			default:
+				p.Reason = fmt.Sprintf("missed: a later tick was due (catchup %s runs only the latest)", j.Catchup.Policy)
+			}
+		}
+	}
+	return out, t
+}
+
+// Jitter is the job's delay for the tick: derived from the job's name and
+// the tick's instant, so every daemon (and every retry) picks the same one,
+// and different jobs on one schedule spread out.
+func Jitter(j baton.Job, at time.Time) time.Duration {
+	if j.Jitter <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(j.Name))
+	h.Write([]byte(baton.FormatTick(at)))
+	return time.Duration(h.Sum64() % uint64(j.Jitter))
+}
+
+// Backoff is the wait before retry n (1 for the first retry).
+func Backoff(j baton.Job, n int) time.Duration {
+	j = j.WithDefaults()
+	d := j.Retries.Backoff.D()
+	for i := 1; i < n && d < j.Retries.MaxBackoff.D(); i++ {
+		d *= 2
+	}
+	return min(d, j.Retries.MaxBackoff.D())
+}

@@ -1,0 +1,212 @@
+package scheduler_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/sqlite"
+	"github.com/batonhq/baton/supervise"
+	"github.com/google/uuid"
+)
+
+// TestMain serves as the guard, as baton itself does, and starts the
+// PostgreSQL cluster on first use.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == supervise.GuardCommand {
+		os.Exit(supervise.GuardMain(os.Args[2:]))
+	}
+	pgtest.Main(m)
+}
+
+// env is one store's schedule and leases, as a daemon uses them.
+type env struct {
+	name   string
+	store  *scheduler.Store
+	leaser func(t *testing.T) baton.Leaser // a fresh handle, as another process would have
+}
+
+// stores runs f once per store: SQLite with flock leases (the embedded
+// default), and PostgreSQL.
+func stores(t *testing.T, f func(t *testing.T, e env)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		db, err := sqlite.Open(context.Background(), filepath.Join(dir, "baton.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		f(t, env{name: "sqlite", store: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""),
+			leaser: func(t *testing.T) baton.Leaser {
+				l, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		dsn := pgtest.DSN(t)
+		open := func(t *testing.T) *postgres.DB {
+			db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(db.Close)
+			return db
+		}
+		db := open(t)
+		f(t, env{name: "postgres", store: scheduler.NewStore(db.SQL(), scheduler.Postgres, db.Schema()),
+			leaser: func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t)) }})
+	})
+}
+
+// testLog writes a daemon's log to the test's log.
+func testLog(t *testing.T, name string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", name)
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// daemon is a running daemon and what stops it.
+type daemon struct {
+	*scheduler.Daemon
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (d *daemon) drain() { d.cancel(); <-d.done }
+
+// startDaemon loads jobs into a new daemon on e and runs it until the test
+// ends (or drain is called).
+func startDaemon(t *testing.T, e env, name string, jobs []baton.Job, tune func(*scheduler.Daemon)) *daemon {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &scheduler.Daemon{
+		Store: e.store, Leaser: e.leaser(t), ID: name + "-" + uuid.NewString()[:8], Host: name, Config: "test.yaml",
+		Poll: 50 * time.Millisecond, ClaimTTL: 2 * time.Second, Grace: 5 * time.Second,
+		GuardPath: exe, Env: []string{"PATH=" + os.Getenv("PATH")}, Log: testLog(t, name),
+	}
+	if tune != nil {
+		tune(d)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := d.Load(ctx, jobs); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	dd := &daemon{Daemon: d, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(dd.done); d.Run(ctx) }()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(dd.drain) })
+	return dd
+}
+
+// job is a test job with the given schedule and shell command.
+func job(name, schedule, shell string) baton.Job {
+	return baton.Job{Name: name, Schedule: schedule, Command: baton.ShellCommand(shell), Shell: true,
+		TTL: baton.Duration(3 * time.Second), KillAfter: baton.Duration(500 * time.Millisecond)}
+}
+
+// waitTicks waits until job has at least n ended ticks, and returns all
+// its ticks, oldest first.
+func waitTicks(t *testing.T, e env, jobName string, n int, within time.Duration) []baton.TickRecord {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ticks, err := e.store.Ticks(context.Background(), jobName, 100000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, tr := range ticks {
+			if tr.State == baton.TickDone {
+				done++
+			}
+		}
+		if done >= n {
+			for i, j := 0, len(ticks)-1; i < j; i, j = i+1, j-1 {
+				ticks[i], ticks[j] = ticks[j], ticks[i]
+			}
+			return ticks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d of %d ticks ended within %s: %s", jobName, done, n, within, describe(ticks))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func describe(ticks []baton.TickRecord) string {
+	var b strings.Builder
+	for _, tr := range ticks {
+		b.WriteString("\n  " + baton.FormatTick(tr.At) + " " + tr.Kind + " " + tr.State + " " + string(tr.Outcome) + " " + tr.Host + " " + tr.Reason)
+	}
+	return b.String()
+}
+
+func outcomes(ticks []baton.TickRecord) map[baton.Outcome]int {
+	m := map[baton.Outcome]int{}
+	for _, tr := range ticks {
+		if tr.State == baton.TickDone {
+			m[tr.Outcome]++
+		}
+	}
+	return m
+}
+
+func TestDaemonRunsEachTickOnce(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		dir := t.TempDir()
+		log := filepath.Join(dir, "runs")
+		j := job("every-second", "* * * * * *", `echo "$BATON_IDEMPOTENCY_KEY $BATON_FENCING_TOKEN" >> `+log)
+		startDaemon(t, e, "a", []baton.Job{j}, nil)
+		ticks := waitTicks(t, e, j.Name, 4, 20*time.Second)
+		runs, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(string(runs)), "\n") {
+			key := strings.Fields(line)[0]
+			if seen[key] {
+				t.Errorf("tick %s ran twice", key)
+			}
+			seen[key] = true
+		}
+		for _, tr := range ticks {
+			if tr.State != baton.TickDone {
+				continue
+			}
+			if tr.Outcome != baton.OutcomeSucceeded {
+				t.Errorf("tick %s: outcome %s (%s)", baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
+			}
+			if !seen[tr.IdempotencyKey()] {
+				t.Errorf("tick %s recorded succeeded but did not run", tr.IdempotencyKey())
+			}
+			if tr.At.Nanosecond() != 0 {
+				t.Errorf("tick %s is not on a whole second", baton.FormatTick(tr.At))
+			}
+		}
+	})
+}

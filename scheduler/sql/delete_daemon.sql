@@ -1,0 +1,1 @@
+delete from @schema@.daemons where id = $1

@@ -1,0 +1,12 @@
+-- Every job with its last ended tick and its last success.
+select j.name, j.version, j.definition, j.next_tick_at, j.paused, j.paused_note,
+       j.defined_by, j.defined_at,
+       (select t.outcome from @schema@.ticks t
+         where t.job = j.name and t.state = 'done' order by t.tick_at desc limit 1),
+       (select t.tick_at from @schema@.ticks t
+         where t.job = j.name and t.state = 'done' order by t.tick_at desc limit 1),
+       (select max(t.ended_at) from @schema@.ticks t
+         where t.job = j.name and t.outcome = 'succeeded')
+from @schema@.jobs j
+where j.removed_at is null
+order by j.name

@@ -1,0 +1,1 @@
+select name from @schema@.jobs where name = $1 @for_update@

@@ -1,0 +1,2 @@
+-- The store's clock, which judges when ticks are due.
+select @now@

@@ -1,0 +1,756 @@
+package scheduler
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Dialect is the SQL dialect of a store's database.
+type Dialect string
+
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// Store is the durable schedule: job definitions with their next tick, the
+// ticks with their outcomes, and each tick's attempts. It runs the same
+// statements on PostgreSQL and SQLite, written once in sql/ with a few
+// macros that the dialect fills in (see render).
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	q       map[string]string
+}
+
+// NewStore wraps db, whose schema (package postgres's or sqlite's
+// migrations) is already current. schema is PostgreSQL's schema name and
+// ignored for SQLite.
+func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
+	s := &Store{db: db, dialect: dialect, q: map[string]string{}}
+	err := fs.WalkDir(sqlFiles, "sql", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := sqlFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
+		s.q[name] = render(string(b), dialect, schema)
+		return nil
+	})
+	if err != nil { // compiled in: cannot fail at run time
+		panic("scheduler: loading embedded SQL: " + err.Error())
+	}
+	return s
+}
+
+var (
+	macroAfter  = regexp.MustCompile(`@after\((\$\d+)\)@`)
+	macroBefore = regexp.MustCompile(`@before\((\$\d+)\)@`)
+	positional  = regexp.MustCompile(`\$(\d+)`)
+)
+
+// render fills in the dialect's macros: @schema@ (the schema prefix), @now@
+// (the store's clock), @after($n)@ and @before($n)@ (the clock plus or
+// minus $n milliseconds), @skip_locked@ and @for_update@ (row locks, which
+// SQLite does without: its write transactions are exclusive). SQLite's
+// parameters are written ?n, since its $n are named, not positional.
+func render(q string, d Dialect, schema string) string {
+	if d == Postgres {
+		q = strings.ReplaceAll(q, "@schema@.", schema+".")
+		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
+		q = macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
+		q = macroBefore.ReplaceAllString(q, "(clock_timestamp() - ${1} * interval '1 millisecond')")
+		q = strings.ReplaceAll(q, "@skip_locked@", "for update skip locked")
+		return strings.ReplaceAll(q, "@for_update@", "for update")
+	}
+	const now = "(cast(unixepoch('subsec') * 1000000 as integer))"
+	q = strings.ReplaceAll(q, "@schema@.", "")
+	q = strings.ReplaceAll(q, "@now@", now)
+	q = macroAfter.ReplaceAllString(q, "("+now+" + ${1} * 1000)")
+	q = macroBefore.ReplaceAllString(q, "("+now+" - ${1} * 1000)")
+	q = strings.ReplaceAll(q, "@skip_locked@", "")
+	q = strings.ReplaceAll(q, "@for_update@", "")
+	return positional.ReplaceAllString(q, "?$1")
+}
+
+func (s *Store) query(name string) string {
+	q, ok := s.q[name]
+	if !ok {
+		panic("scheduler: no embedded SQL named " + name)
+	}
+	return q
+}
+
+// ts converts an instant to the dialect's parameter: a time for
+// PostgreSQL, microseconds since the epoch for SQLite. The zero time is NULL.
+func (s *Store) ts(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	if s.dialect == SQLite {
+		return t.UnixMicro()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// dbTime scans either dialect's instants (and NULL, as the zero time).
+type dbTime struct{ time.Time }
+
+func (t *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		t.Time = time.Time{}
+	case time.Time:
+		t.Time = v.UTC()
+	case int64:
+		t.Time = time.UnixMicro(v).UTC()
+	default:
+		return fmt.Errorf("scheduler: cannot scan %T as an instant", v)
+	}
+	return nil
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite, by the
+// sqlite package's connection settings), committing when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.translate(err, "beginning a transaction")
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return s.translate(tx.Commit(), "committing")
+}
+
+// translate turns driver errors into baton errors at this package's edge.
+// The adapters' own translation covers their lease statements; the
+// scheduler's statements fail in the same few ways.
+func (s *Store) translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var be *baton.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: %s store did not answer in time", what, s.dialect)
+	}
+	msg := err.Error()
+	for _, transient := range []string{"connect", "connection", "SQLITE_BUSY", "database is locked", "53300", "57P0", "08"} {
+		if strings.Contains(msg, transient) {
+			return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+		}
+	}
+	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+}
+
+// Now is the store's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	return s.now(ctx, s.db)
+}
+
+func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
+	var t dbTime
+	if err := q.QueryRowContext(ctx, s.query("now")).Scan(&t); err != nil {
+		return time.Time{}, s.translate(err, "reading the store's clock")
+	}
+	return t.Time, nil
+}
+
+// Publish writes the definitions of a job file to the store: new jobs and
+// jobs whose version differs are written with this host and time, and get a
+// next tick; jobs named in removed are marked removed (their history stays).
+// It returns the names it wrote.
+func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, removed []string) ([]string, error) {
+	var changed []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		changed = changed[:0]
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			j = j.WithDefaults()
+			version := j.Version()
+			var oldVersion string
+			var oldNext dbTime
+			var removedAt dbTime
+			err := tx.QueryRowContext(ctx, s.query("job_version"), j.Name).
+				Scan(&oldVersion, &oldNext, &removedAt)
+			switch {
+			case errors.Is(err, sql.ErrNoRows):
+			case err != nil:
+				return s.translate(err, "reading job "+j.Name)
+			case oldVersion == version && removedAt.IsZero():
+				continue
+			}
+			c, err := Compile(j)
+			if err != nil {
+				return err
+			}
+			// A changed job keeps its due ticks due (so catch-up applies
+			// across the change); otherwise it starts from now.
+			after := now
+			if !oldNext.IsZero() && oldNext.Before(now) && removedAt.IsZero() {
+				after = oldNext.Add(-time.Microsecond)
+			}
+			def, err := json.Marshal(j)
+			if err != nil {
+				return baton.Wrap(baton.EINTERNAL, err, "encoding job %s", j.Name)
+			}
+			if _, err := tx.ExecContext(ctx, s.query("insert_job"), j.Name, version, string(def),
+				s.ts(c.Next(after)), j.Paused, host); err != nil {
+				return s.translate(err, "writing job "+j.Name)
+			}
+			changed = append(changed, j.Name)
+		}
+		for _, name := range removed {
+			if _, err := tx.ExecContext(ctx, s.query("remove_job"), name); err != nil {
+				return s.translate(err, "removing job "+name)
+			}
+		}
+		return nil
+	})
+	return changed, err
+}
+
+// Job returns one job as the store holds it; ENOTFOUND if it has none.
+func (s *Store) Job(ctx context.Context, name string) (*baton.DefinedJob, error) {
+	return s.getJob(ctx, s.db, name)
+}
+
+func (s *Store) getJob(ctx context.Context, q querier, name string) (*baton.DefinedJob, error) {
+	var dj baton.DefinedJob
+	var def string
+	var next, at dbTime
+	err := q.QueryRowContext(ctx, s.query("get_job"), name).
+		Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?)", name)}
+	}
+	if err != nil {
+		return nil, s.translate(err, "reading job "+name)
+	}
+	if err := json.Unmarshal([]byte(def), &dj.Job); err != nil {
+		return nil, baton.Wrap(baton.EINTERNAL, err, "decoding the stored definition of %s", name)
+	}
+	dj.NextTick, dj.DefinedAt = next.Time, at.Time
+	return &dj, nil
+}
+
+// Jobs lists every job the store holds, with its last outcome.
+func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_jobs"))
+	if err != nil {
+		return nil, s.translate(err, "listing jobs")
+	}
+	defer rows.Close()
+	var out []baton.DefinedJob
+	for rows.Next() {
+		var dj baton.DefinedJob
+		var def string
+		var next, at, lastTick, lastSuccess dbTime
+		var last sql.NullString
+		if err := rows.Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote,
+			&dj.DefinedBy, &at, &last, &lastTick, &lastSuccess); err != nil {
+			return nil, s.translate(err, "listing jobs")
+		}
+		if err := json.Unmarshal([]byte(def), &dj.Job); err != nil {
+			return nil, baton.Wrap(baton.EINTERNAL, err, "decoding a stored definition")
+		}
+		dj.NextTick, dj.DefinedAt = next.Time, at.Time
+		dj.LastOutcome, dj.LastTick, dj.LastSuccess = baton.Outcome(last.String), lastTick.Time, lastSuccess.Time
+		out = append(out, dj)
+	}
+	return out, s.translate(rows.Err(), "listing jobs")
+}
+
+// Claim is a tick a daemon has claimed and must drive to its outcome.
+type Claim struct {
+	baton.Tick
+	State    string // as claimed: pending, queued or running (taken over)
+	Attempts int    // attempts already made
+	RunID    string // the current attempt's run id ("" before the first)
+	Job      baton.Job
+}
+
+// maxTicksPerClaim bounds the ticks one job adds in one claim, so that a
+// job missed for a long time catches up in several short transactions.
+const maxTicksPerClaim = 1000
+
+// ClaimDue claims up to limit due jobs for daemon: in one transaction it
+// locks them (skipping jobs other daemons are claiming), records their due
+// ticks (runnable ones pending and claimed, missed ones skipped-missed, per
+// the job's catch-up policy), and advances each job's next tick. It returns
+// the runnable ticks, oldest first.
+func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	var out []Claim
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit)
+		if err != nil {
+			return s.translate(err, "claiming due jobs")
+		}
+		type due struct {
+			job  baton.Job
+			ver  string
+			next time.Time
+		}
+		var jobs []due
+		for rows.Next() {
+			var d due
+			var def string
+			var next dbTime
+			if err := rows.Scan(new(string), &d.ver, &def, &next); err != nil {
+				rows.Close()
+				return s.translate(err, "claiming due jobs")
+			}
+			if err := json.Unmarshal([]byte(def), &d.job); err != nil {
+				rows.Close()
+				return baton.Wrap(baton.EINTERNAL, err, "decoding a stored definition")
+			}
+			d.next = next.Time
+			jobs = append(jobs, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s.translate(err, "claiming due jobs")
+		}
+		for _, d := range jobs {
+			c, err := Compile(d.job)
+			if err != nil { // stored definitions were valid when written
+				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
+			}
+			planned, next := Plan(d.job, c, d.next, now, maxTicksPerClaim)
+			for _, p := range planned {
+				tick := baton.Tick{Job: d.job.Name, At: p.At, Version: d.ver, Kind: baton.TickScheduled}
+				state, outcome, claimedBy := baton.TickPending, any(nil), daemon
+				if !p.Run {
+					state, outcome, claimedBy = baton.TickDone, string(baton.OutcomeSkippedMissed), ""
+				}
+				res, err := tx.ExecContext(ctx, s.query("insert_tick"), tick.Job, s.ts(tick.At), tick.Version,
+					tick.Kind, state, outcome, p.Reason, claimedBy, ms(claimTTL))
+				if err != nil {
+					return s.translate(err, "recording a tick of "+tick.Job)
+				}
+				if n, _ := res.RowsAffected(); n == 1 && p.Run {
+					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job})
+				}
+			}
+			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {
+				return s.translate(err, "advancing "+d.job.Name)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ClaimOpen claims up to limit open ticks that nobody holds: triggered and
+// backfilled ticks, retries whose backoff has passed, and ticks whose
+// daemon stopped renewing its claims.
+func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	var out []Claim
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit)
+		if err != nil {
+			return s.translate(err, "claiming open ticks")
+		}
+		for rows.Next() {
+			var c Claim
+			var at dbTime
+			if err := rows.Scan(&c.Tick.Job, &at, &c.Version, &c.Kind, &c.State, &c.Attempts, &c.RunID, new(string)); err != nil {
+				rows.Close()
+				return s.translate(err, "claiming open ticks")
+			}
+			c.At = at.Time
+			out = append(out, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s.translate(err, "claiming open ticks")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Definitions are read after the claim commits: a claimed tick is this
+	// daemon's until its claim lapses, and a job that is gone is dealt with
+	// by the caller.
+	for i := range out {
+		dj, err := s.Job(ctx, out[i].Tick.Job)
+		switch {
+		case baton.ErrorCode(err) == baton.ENOTFOUND:
+			out[i].Job = baton.Job{}
+		case err != nil:
+			return out, err
+		default:
+			out[i].Job = dj.Job
+		}
+	}
+	return out, nil
+}
+
+// RenewClaims extends every open tick daemon has claimed.
+func (s *Store) RenewClaims(ctx context.Context, daemon string, claimTTL time.Duration) error {
+	_, err := s.db.ExecContext(ctx, s.query("renew_claims"), daemon, ms(claimTTL))
+	return s.translate(err, "renewing claims")
+}
+
+// ReleaseClaim gives an open tick back for any daemon to take at once.
+func (s *Store) ReleaseClaim(ctx context.Context, t baton.Tick, daemon string) error {
+	_, err := s.db.ExecContext(ctx, s.query("release_claim"), t.Job, s.ts(t.At), daemon)
+	return s.translate(err, "releasing the claim on "+t.IdempotencyKey())
+}
+
+// StartAttempt records that an attempt of the tick starts under term, if
+// the tick's current attempt is still prevRunID (compare-and-set: of two
+// daemons that both hold the tick, one starts). It returns the attempt's
+// number, and false when another attempt or an outcome came first.
+func (s *Store) StartAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term) (int, bool, error) {
+	var attempt int
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
+			term.Owner, host, term.Token).Scan(&attempt)
+		if errors.Is(err, sql.ErrNoRows) {
+			attempt = 0
+			return nil
+		}
+		if err != nil {
+			return s.translate(err, "starting "+t.IdempotencyKey())
+		}
+		_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
+		return s.translate(err, "recording an attempt of "+t.IdempotencyKey())
+	})
+	return attempt, attempt > 0, err
+}
+
+// Ending is how an attempt (or a tick without one) ended.
+type Ending struct {
+	Outcome  baton.Outcome
+	Reason   string
+	ExitCode *int
+	Output   string
+	// RetryAfter, when positive, leaves the tick pending for another
+	// attempt after this long instead of ending it with Outcome.
+	RetryAfter time.Duration
+}
+
+// Finish records the end of the tick's attempt runID and, unless a retry
+// follows, the tick's one outcome. It returns false when runID is no
+// longer the tick's current attempt (another daemon took the tick over):
+// the attempt is recorded, the tick is not touched.
+func (s *Store) Finish(ctx context.Context, t baton.Tick, runID string, e Ending) (bool, error) {
+	var ok bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if runID != "" {
+			if _, err := tx.ExecContext(ctx, s.query("finish_attempt"), t.Job, s.ts(t.At), runID,
+				e.ExitCode, string(e.Outcome), e.Reason); err != nil {
+				return s.translate(err, "recording the end of "+t.IdempotencyKey())
+			}
+		}
+		state, outcome := baton.TickDone, any(string(e.Outcome))
+		if e.RetryAfter > 0 {
+			state, outcome = baton.TickPending, nil
+		}
+		res, err := tx.ExecContext(ctx, s.query("finish_tick"), t.Job, s.ts(t.At), runID,
+			state, outcome, e.Reason, e.ExitCode, e.Output, ms(e.RetryAfter))
+		if err != nil {
+			return s.translate(err, "recording the outcome of "+t.IdempotencyKey())
+		}
+		n, _ := res.RowsAffected()
+		ok = n == 1
+		return nil
+	})
+	return ok, err
+}
+
+// Queue marks a pending tick as the job's one queued tick (queue-one). It
+// returns false when another tick of the job is queued already.
+func (s *Store) Queue(ctx context.Context, t baton.Tick, runID string) (bool, error) {
+	var ok bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// The job's row lock serialises queuers across daemons.
+		if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return s.translate(err, "locking job "+t.Job)
+		}
+		res, err := tx.ExecContext(ctx, s.query("queue_tick"), t.Job, s.ts(t.At), runID)
+		if err != nil {
+			return s.translate(err, "queueing "+t.IdempotencyKey())
+		}
+		n, _ := res.RowsAffected()
+		ok = n == 1
+		return nil
+	})
+	return ok, err
+}
+
+// Trigger records a manual tick of job at the store's current instant, for
+// any daemon to claim at once.
+func (s *Store) Trigger(ctx context.Context, job string) (baton.Tick, error) {
+	var tick baton.Tick
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		dj, err := s.getJob(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		now, err := s.now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		tick = baton.Tick{Job: job, At: now.Truncate(time.Microsecond), Version: dj.Version, Kind: baton.TickManual}
+		res, err := tx.ExecContext(ctx, s.query("insert_tick"), job, s.ts(tick.At), tick.Version, tick.Kind,
+			baton.TickPending, nil, "", "", 0)
+		if err != nil {
+			return s.translate(err, "recording a manual tick of "+job)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return baton.Errorf(baton.ECONFLICT, "a tick of %s at %s exists already; trigger again", job, baton.FormatTick(tick.At))
+		}
+		return nil
+	})
+	return tick, err
+}
+
+// Backfill records the job's scheduled instants in [from, to] as ticks for
+// any daemon to run, one at a time (they wait for the lease whatever the
+// overlap policy). Instants that have a tick already are left alone. It
+// returns how many ticks it added and how many existed.
+func (s *Store) Backfill(ctx context.Context, job string, from, to time.Time, limit int) (added, existing int, err error) {
+	dj, err := s.Job(ctx, job)
+	if err != nil {
+		return 0, 0, err
+	}
+	c, err := Compile(dj.Job)
+	if err != nil {
+		return 0, 0, baton.Wrap(baton.EINTERNAL, err, "stored job %s", job)
+	}
+	var ats []time.Time
+	for t := c.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = c.Next(t) {
+		if len(ats) == limit {
+			return 0, 0, baton.Invalid("--to", "%s to %s holds more than %d ticks of %s; backfill a shorter range", baton.FormatTick(from), baton.FormatTick(to), limit, job)
+		}
+		ats = append(ats, t)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		added, existing = 0, 0
+		for _, at := range ats {
+			res, err := tx.ExecContext(ctx, s.query("insert_tick"), job, s.ts(at), dj.Version, baton.TickBackfill,
+				baton.TickPending, nil, "", "", 0)
+			if err != nil {
+				return s.translate(err, "recording a backfill tick of "+job)
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				added++
+			} else {
+				existing++
+			}
+		}
+		return nil
+	})
+	return added, existing, err
+}
+
+// Pause stops scheduling job (ticks are not created while it is paused);
+// Resume schedules it again from now, so the paused time is not caught up.
+func (s *Store) Pause(ctx context.Context, job, note string) error {
+	return s.setPaused(ctx, job, true, note)
+}
+
+// Resume undoes Pause.
+func (s *Store) Resume(ctx context.Context, job string) error {
+	return s.setPaused(ctx, job, false, "")
+}
+
+func (s *Store) setPaused(ctx context.Context, job string, paused bool, note string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		dj, err := s.getJob(ctx, tx, job)
+		if err != nil {
+			return err
+		}
+		var next time.Time
+		if paused {
+			next = dj.NextTick
+		} else {
+			now, err := s.now(ctx, tx)
+			if err != nil {
+				return err
+			}
+			c, err := Compile(dj.Job)
+			if err != nil {
+				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", job)
+			}
+			next = dj.NextTick
+			if !dj.Paused || next.IsZero() || next.Before(now) {
+				next = c.Next(now)
+			}
+		}
+		_, err = tx.ExecContext(ctx, s.query("pause_job"), job, paused, note, s.ts(next))
+		return s.translate(err, "pausing "+job)
+	})
+}
+
+// Ticks lists recorded ticks, newest first, of one job or ("") of all.
+func (s *Store) Ticks(ctx context.Context, job string, limit int) ([]baton.TickRecord, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_ticks"), job, limit)
+	if err != nil {
+		return nil, s.translate(err, "listing ticks")
+	}
+	defer rows.Close()
+	var out []baton.TickRecord
+	for rows.Next() {
+		var r baton.TickRecord
+		var at, started, ended dbTime
+		var outcome string
+		var exit sql.NullInt64
+		if err := rows.Scan(&r.Tick.Job, &at, &r.Version, &r.Kind, &r.State, &outcome, &r.Reason, &r.Attempts,
+			&r.Host, &r.Token, &r.RunID, &started, &ended, &exit, &r.Output); err != nil {
+			return nil, s.translate(err, "listing ticks")
+		}
+		r.At, r.Started, r.Ended, r.Outcome = at.Time, started.Time, ended.Time, baton.Outcome(outcome)
+		if exit.Valid {
+			code := int(exit.Int64)
+			r.ExitCode = &code
+		}
+		out = append(out, r)
+	}
+	return out, s.translate(rows.Err(), "listing ticks")
+}
+
+// Attempt is one recorded attempt of a tick.
+type Attempt struct {
+	Attempt  int           `json:"attempt"`
+	Daemon   string        `json:"daemon"`
+	Host     string        `json:"host"`
+	Token    int64         `json:"token"`
+	RunID    string        `json:"run_id"`
+	Started  time.Time     `json:"started"`
+	Ended    time.Time     `json:"ended,omitzero"`
+	ExitCode *int          `json:"exit_code,omitempty"`
+	Outcome  baton.Outcome `json:"outcome,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+}
+
+// Attempts lists a tick's attempts in order.
+func (s *Store) Attempts(ctx context.Context, job string, at time.Time) ([]Attempt, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_attempts"), job, s.ts(at))
+	if err != nil {
+		return nil, s.translate(err, "listing attempts")
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var a Attempt
+		var started, ended dbTime
+		var exit sql.NullInt64
+		var outcome string
+		if err := rows.Scan(&a.Attempt, &a.Daemon, &a.Host, &a.Token, &a.RunID, &started, &ended, &exit, &outcome, &a.Reason); err != nil {
+			return nil, s.translate(err, "listing attempts")
+		}
+		a.Started, a.Ended, a.Outcome = started.Time, ended.Time, baton.Outcome(outcome)
+		if exit.Valid {
+			code := int(exit.Int64)
+			a.ExitCode = &code
+		}
+		out = append(out, a)
+	}
+	return out, s.translate(rows.Err(), "listing attempts")
+}
+
+// Prune deletes up to batch of job's ended ticks that are past its history
+// settings, and returns how many it deleted.
+func (s *Store) Prune(ctx context.Context, j baton.Job, now time.Time, batch int) (int, error) {
+	j = j.WithDefaults()
+	res, err := s.db.ExecContext(ctx, s.query("prune_ticks"), j.Name, s.ts(now.Add(-j.History.MaxAge.D())),
+		j.History.Keep-1, batch)
+	if err != nil {
+		return 0, s.translate(err, "pruning the history of "+j.Name)
+	}
+	n, _ := res.RowsAffected()
+	return int(n), nil
+}
+
+// DaemonInfo is a running daemon as the store knows it.
+type DaemonInfo struct {
+	ID       string            `json:"id"`
+	Host     string            `json:"host"`
+	PID      int               `json:"pid"`
+	Config   string            `json:"config"`
+	Versions map[string]string `json:"versions"` // job → version in its file
+	Started  time.Time         `json:"started"`
+	Seen     time.Time         `json:"seen"`
+}
+
+// Register records (or refreshes) a daemon and its file's job versions.
+func (s *Store) Register(ctx context.Context, d DaemonInfo) error {
+	v, err := json.Marshal(d.Versions)
+	if err != nil {
+		return baton.Wrap(baton.EINTERNAL, err, "encoding versions")
+	}
+	_, err = s.db.ExecContext(ctx, s.query("upsert_daemon"), d.ID, d.Host, d.PID, d.Config, string(v))
+	return s.translate(err, "registering daemon")
+}
+
+// Unregister removes a daemon that is stopping.
+func (s *Store) Unregister(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, s.query("delete_daemon"), id)
+	return s.translate(err, "unregistering daemon")
+}
+
+// Daemons lists daemons seen within the last within.
+func (s *Store) Daemons(ctx context.Context, within time.Duration) ([]DaemonInfo, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_daemons"), ms(within))
+	if err != nil {
+		return nil, s.translate(err, "listing daemons")
+	}
+	defer rows.Close()
+	var out []DaemonInfo
+	for rows.Next() {
+		var d DaemonInfo
+		var v string
+		var started, seen dbTime
+		if err := rows.Scan(&d.ID, &d.Host, &d.PID, &d.Config, &v, &started, &seen); err != nil {
+			return nil, s.translate(err, "listing daemons")
+		}
+		if err := json.Unmarshal([]byte(v), &d.Versions); err != nil {
+			return nil, baton.Wrap(baton.EINTERNAL, err, "decoding a daemon's versions")
+		}
+		d.Started, d.Seen = started.Time, seen.Time
+		out = append(out, d)
+	}
+	return out, s.translate(rows.Err(), "listing daemons")
+}
