@@ -63,14 +63,14 @@ type Supervisor struct {
 	// must record the run's outcome before another holder can start (the
 	// daemon); the caller then releases it.
 	KeepLease bool
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
-	Env    []string // the command's environment before baton adds its own
+	Stdin     io.Reader
+	Stdout    io.Writer
+	Stderr    io.Writer
+	Env       []string // the command's environment before baton adds its own
 	// ExtraEnv is added after baton's own variables (the daemon's BATON_TICK
 	// and BATON_IDEMPOTENCY_KEY); it wins over them.
 	ExtraEnv []string
-	Dir    string
+	Dir      string
 	// GuardPath is the executable that runs GuardMain when called with
 	// GuardCommand as its first argument; default: this executable.
 	GuardPath string
