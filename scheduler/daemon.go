@@ -279,17 +279,30 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// A job's ticks of one claim run one after the other, in order: they
+	// are catch-up ticks and the tick that is due now.
+	var order []string
+	byJob := map[string][]Claim{}
 	for _, c := range due {
-		d.start(ctx, c)
+		if _, ok := byJob[c.Tick.Job]; !ok {
+			order = append(order, c.Tick.Job)
+		}
+		byJob[c.Tick.Job] = append(byJob[c.Tick.Job], c)
+	}
+	for _, name := range order {
+		d.start(ctx, byJob[name]...)
 	}
 	return len(open)+len(due) >= min(free, 100), nil
 }
 
-func (d *Daemon) start(ctx context.Context, c Claim) {
+// start handles claims, one after the other, in a goroutine of their own.
+func (d *Daemon) start(ctx context.Context, claims ...Claim) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		d.handle(ctx, c)
+		for _, c := range claims {
+			d.handle(ctx, c)
+		}
 	}()
 }
 

@@ -27,6 +27,10 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		return
 	}
 	j := c.Job.WithDefaults()
+	if ctx.Err() != nil {
+		d.giveBack(bg, c, log)
+		return
+	}
 	if c.Kind == baton.TickScheduled && c.Attempts == 0 {
 		if !sleep(ctx, time.Until(c.At.Add(Jitter(j, c.At)))) {
 			d.giveBack(bg, c, log)
@@ -43,8 +47,9 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 
 	prev, attempts := c.RunID, c.Attempts
 	// A tick taken over from a daemon that died, a queued one, a backfilled
-	// one and a retry wait for the lease; a fresh tick meets the overlap policy.
-	wait := c.State != baton.TickPending || c.Kind == baton.TickBackfill || attempts > 0
+	// one, a catch-up one and a retry wait for the lease; a fresh tick meets
+	// the overlap policy.
+	wait := c.State != baton.TickPending || c.Kind == baton.TickBackfill || attempts > 0 || c.CatchUp
 	takeover := c.State == baton.TickRunning
 	for {
 		term, busy, err := d.acquire(ctx, j, c, prev, wait)
@@ -338,7 +343,7 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 		e.Outcome = baton.OutcomeFailed
 	}
 	log.Info("run end", "token", term.Token, "attempt", attempt, "outcome", e.Outcome, "exit_code", code,
-		"duration", time.Since(started).Round(time.Millisecond))
+		"seconds", time.Since(started).Seconds())
 	return e
 }
 

@@ -300,6 +300,9 @@ type Claim struct {
 	Attempts int    // attempts already made
 	RunID    string // the current attempt's run id ("" before the first)
 	Job      baton.Job
+	// CatchUp marks a late tick that runs before a later one of the same
+	// claim (catchup all): it waits for the lease rather than skip.
+	CatchUp bool
 }
 
 // maxTicksPerClaim bounds the ticks one job adds in one claim, so that a
@@ -310,7 +313,7 @@ const maxTicksPerClaim = 1000
 // locks them (skipping jobs other daemons are claiming), records their due
 // ticks (runnable ones pending and claimed, missed ones skipped-missed, per
 // the job's catch-up policy), and advances each job's next tick. It returns
-// the runnable ticks, oldest first.
+// the runnable ticks, each job's in order.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
 	var out []Claim
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -354,7 +357,13 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
 			}
 			planned, next := Plan(d.job, c, d.next, now, maxTicksPerClaim)
-			for _, p := range planned {
+			last := -1
+			for i, p := range planned {
+				if p.Run {
+					last = i
+				}
+			}
+			for i, p := range planned {
 				tick := baton.Tick{Job: d.job.Name, At: p.At, Version: d.ver, Kind: baton.TickScheduled}
 				state, outcome, claimedBy := baton.TickPending, any(nil), daemon
 				if !p.Run {
@@ -366,7 +375,7 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 					return s.translate(err, "recording a tick of "+tick.Job)
 				}
 				if n, _ := res.RowsAffected(); n == 1 && p.Run {
-					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job})
+					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job, CatchUp: i < last})
 				}
 			}
 			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {

@@ -58,6 +58,14 @@ var commands = []struct {
 	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the local lock directory (baton doctor local)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
+	{"daemon", "run the jobs of a job file on their schedules", func(e *Env) Command { return &DaemonCommand{env: e} }},
+	{"validate", "check a job file", func(e *Env) Command { return &ValidateCommand{env: e} }},
+	{"jobs", "list scheduled jobs: next tick, last outcome, drift", func(e *Env) Command { return &JobsCommand{env: e} }},
+	{"runs", "list recorded ticks and their outcomes", func(e *Env) Command { return &RunsCommand{env: e} }},
+	{"trigger", "run a job now, through the daemons", func(e *Env) Command { return &TriggerCommand{env: e} }},
+	{"pause", "stop scheduling a job", func(e *Env) Command { return &PauseCommand{env: e} }},
+	{"resume", "schedule a paused job again", func(e *Env) Command { return &PauseCommand{env: e, resume: true} }},
+	{"backfill", "record past ticks of a job for the daemons to run", func(e *Env) Command { return &BackfillCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit

@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"context"
 	"os"
+	"path/filepath"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/sqlite"
 )
 
 // storeFlags select and configure the store; every command that touches
@@ -32,9 +35,35 @@ func (f *storeFlags) register(fs *flagSet) {
 
 // store is an open store and what closes it.
 type store struct {
-	leaser baton.Leaser
-	db     *postgres.DB // nil for the local store
-	close  func()
+	leaser   baton.Leaser
+	db       *postgres.DB // nil for the local store
+	lockDir  string       // the local store's directory
+	close    func()
+	schedule *scheduler.Store // opened by openSchedule
+}
+
+// LocalScheduleDB is the SQLite file of the local store's schedule, in the
+// lock directory so that one directory holds all of one host's state.
+const LocalScheduleDB = "baton.db"
+
+// openSchedule opens the store's durable schedule too: PostgreSQL's tables
+// through the same pool, or SQLite in the lock directory.
+func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string) (*store, error) {
+	st, err := f.open(ctx, env, command, true)
+	if err != nil {
+		return nil, err
+	}
+	if st.db != nil {
+		st.schedule = scheduler.NewStore(st.db.SQL(), scheduler.Postgres, st.db.Schema())
+		return st, nil
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
+	if err != nil {
+		return nil, err
+	}
+	st.schedule = scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
+	st.close = func() { db.Close() }
+	return st, nil
 }
 
 // openStore opens PostgreSQL when a DSN is given by flag or environment,
@@ -73,7 +102,7 @@ func (f *storeFlags) open(ctx context.Context, env *Env, command string, migrate
 	if err != nil {
 		return nil, err
 	}
-	return &store{leaser: l, close: func() {}}, nil
+	return &store{leaser: l, lockDir: dir, close: func() {}}, nil
 }
 
 // local resolves the local store's directory and scope from flags, then

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/jobfile"
+	"github.com/batonhq/baton/scheduler"
+	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
+)
+
+const daemonHelp = `
+Usage: baton daemon --config FILE [flags]
+
+Runs the jobs of a job file on their schedules. Any number of daemons may
+share one store: on one host the local store (flock leases, SQLite schedule
+in the lock directory), or PostgreSQL (--db) across a fleet. Each tick of
+each job runs once, on one daemon, and ends in exactly one recorded outcome:
+succeeded, failed, timed-out, skipped-overlap, skipped-missed, lost-lease or
+fenced (see 'baton runs').
+
+On start the daemon writes the file's job definitions to the store (each
+with its version, this host and the time); all daemons then schedule from
+the store. A daemon whose file differs from the store logs the drift and
+runs the store's version; 'baton jobs' shows drift too.
+
+Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
+BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
+takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and
+BATON_LEASE_TTL in its environment.
+
+Signals: HUP reloads the job file (an invalid file is reported and the old
+one kept); TERM or INT drains: no new ticks are claimed, runs get --grace to
+finish, then their trees are stopped (TERM, then KILL) and their leases
+released; ticks claimed but not started go back to the store for another
+daemon.
+
+Exit status: 0 drained; 64 usage error or invalid job file; 69 store
+unavailable at start; 70 internal error.
+`
+
+// DaemonCommand is `baton daemon`.
+type DaemonCommand struct {
+	env           *Env
+	store         storeFlags
+	config        string
+	maxConcurrent int
+	grace         time.Duration
+	poll          time.Duration
+	claimTTL      time.Duration
+	logFormat     string
+}
+
+// Run runs the daemon until it is told to drain.
+func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("daemon", c.env.Stdout, daemonHelp)
+	c.store.register(fs)
+	fs.StringVar(&c.config, "config", "", "job `FILE` (YAML; see 'baton validate'); default $BATON_CONFIG")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "most runs at once in this daemon")
+	durationFlag(fs, &c.grace, "grace", 30*time.Second, "on TERM: how long runs may finish before their trees are stopped")
+	durationFlag(fs, &c.poll, "poll", 250*time.Millisecond, "how often to look for due ticks")
+	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return baton.Invalid("arguments", "baton daemon takes none, got %q (the job file goes in --config)", pos)
+	}
+	c.config = cmp.Or(c.config, c.env.Getenv("BATON_CONFIG"))
+	switch {
+	case c.config == "":
+		return baton.Invalid("--config", "no job file: give --config FILE or set BATON_CONFIG")
+	case c.maxConcurrent < 1:
+		return baton.Invalid("--max-concurrent", "must be at least 1, got %d", c.maxConcurrent)
+	case c.grace < 0:
+		return baton.Invalid("--grace", "must not be negative, got %s", c.grace)
+	case c.poll < 10*time.Millisecond:
+		return baton.Invalid("--poll", "must be at least 10ms, got %s", c.poll)
+	case c.claimTTL < time.Second:
+		return baton.Invalid("--claim-ttl", "must be at least 1s, got %s", c.claimTTL)
+	}
+	log, err := newLogger(c.env.Stderr, c.logFormat)
+	if err != nil {
+		return err
+	}
+	file, err := jobfile.Load(c.config)
+	if err != nil {
+		return err
+	}
+	st, err := c.store.openSchedule(ctx, c.env, "daemon")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+
+	host, _ := os.Hostname()
+	exe, err := os.Executable()
+	if err != nil {
+		return baton.Wrap(baton.EINTERNAL, err, "finding baton's own executable")
+	}
+	d := &scheduler.Daemon{
+		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
+		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
+		Grace: c.grace, GuardPath: exe, Env: os.Environ(), Log: log.With("daemon_pid", os.Getpid()),
+	}
+	info := st.leaser.Info()
+	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
+		"jobs", len(file.Jobs), "id", d.ID)
+	if err := d.Load(ctx, file.Jobs); err != nil {
+		return err
+	}
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			f, err := jobfile.Load(c.config)
+			if err != nil {
+				log.Error("reload refused: the job file is invalid; keeping the jobs loaded before", "config", c.config, "err", err)
+				continue
+			}
+			if err := d.Load(context.WithoutCancel(ctx), f.Jobs); err != nil {
+				log.Error("reload failed; keeping the jobs loaded before", "err", err)
+				continue
+			}
+			log.Info("reloaded", "config", c.config, "jobs", len(f.Jobs))
+		}
+	}()
+	return d.Run(ctx)
+}
+
+// newLogger makes the daemon's logger: text on a terminal, JSON otherwise,
+// unless format says which.
+func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+	switch format {
+	case "auto":
+		format = "json"
+		if f, ok := w.(*os.File); ok {
+			if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+				format = "text"
+			}
+		}
+	case "text", "json":
+	default:
+		return nil, baton.Invalid("--log-format", "%q: want text, json or auto", format)
+	}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, nil)), nil
+}

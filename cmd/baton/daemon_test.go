@@ -1,0 +1,322 @@
+package main_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// fleetSeconds is how long the fleet test schedules: a minute by default,
+// BATON_FLEET_SECONDS to change it.
+func fleetSeconds(t *testing.T) int {
+	if s := os.Getenv("BATON_FLEET_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 10 {
+			t.Fatalf("BATON_FLEET_SECONDS=%q: want a number of seconds ≥ 10", s)
+		}
+		return n
+	}
+	return 60
+}
+
+// Three daemons against one PostgreSQL, jobs every second for a minute, one
+// daemon SIGKILLed midway: every tick from the first to the last has
+// exactly one outcome, none ran twice, none is missing, and the killed
+// daemon's runs end lost-lease or are retried by the others.
+func TestDaemonFleet(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	dir := t.TempDir()
+	runLog := filepath.Join(dir, "runs")
+	const jobs = 3
+	var b strings.Builder
+	b.WriteString("jobs:\n")
+	for i := range jobs {
+		// one job retries, so a run lost with its daemon is tried again
+		retries := 0
+		if i == 0 {
+			retries = 1
+		}
+		fmt.Fprintf(&b, `  - name: fleet-%d
+    schedule: "* * * * * *"
+    command: echo "$BATON_IDEMPOTENCY_KEY $BATON_FENCING_TOKEN $BATON_ATTEMPT" >> %s; sleep 0.3
+    ttl: 3s
+    kill_after: 500ms
+    retries: {count: %d, backoff: 100ms}
+`, i, runLog, retries)
+	}
+	config := writeJobFile(t, b.String())
+	var daemons []*daemonProc
+	for i := range 3 {
+		daemons = append(daemons, s.startDaemon(t, fmt.Sprintf("d%d", i), config))
+	}
+	seconds := fleetSeconds(t)
+	time.Sleep(time.Duration(seconds/2) * time.Second)
+	daemons[2].kill(t)
+	time.Sleep(time.Duration(seconds-seconds/2) * time.Second)
+	for _, d := range daemons[:2] {
+		if code := d.stop(t); code != 0 {
+			t.Errorf("daemon %s exited %d after SIGTERM", d.name, code)
+		}
+	}
+
+	ran := map[string]int{}
+	f, err := os.Open(runLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		ran[strings.Fields(sc.Text())[0]]++
+	}
+	f.Close()
+
+	total := map[baton.Outcome]int{}
+	for i := range jobs {
+		name := fmt.Sprintf("fleet-%d", i)
+		ticks := s.ticks(t, name)
+		if len(ticks) < seconds-5 {
+			t.Fatalf("%s: only %d ticks recorded in %d s", name, len(ticks), seconds)
+		}
+		for k, tr := range ticks {
+			key := tr.IdempotencyKey()
+			if tr.State != baton.TickDone {
+				// a tick claimed by the killed daemon at the very end may
+				// still be open: its claim had not lapsed when all stopped
+				if k < len(ticks)-5 {
+					t.Errorf("%s: state %s, not done (%s)", key, tr.State, tr.Reason)
+				}
+				continue
+			}
+			total[tr.Outcome]++
+			if k > 0 && !tr.At.Equal(ticks[k-1].At.Add(time.Second)) {
+				t.Errorf("%s: the tick before it is %s: ticks are missing", key, baton.FormatTick(ticks[k-1].At))
+			}
+			switch tr.Outcome {
+			case baton.OutcomeSucceeded:
+				if ran[key] == 0 {
+					t.Errorf("%s: recorded succeeded, never ran", key)
+				}
+			case baton.OutcomeLostLease, baton.OutcomeSkippedMissed:
+			default:
+				t.Errorf("%s: outcome %s (%s)", key, tr.Outcome, tr.Reason)
+			}
+			// A run may start twice only when the first was cut off with
+			// its daemon; then the tick's attempts say so.
+			if ran[key] > 1 && tr.Attempts < ran[key] {
+				t.Errorf("%s: ran %d times in %d attempts", key, ran[key], tr.Attempts)
+			}
+		}
+	}
+	doubles := 0
+	for key, n := range ran {
+		if n > 1 {
+			doubles++
+			t.Logf("%s started %d times (a retry after its daemon was killed)", key, n)
+		}
+	}
+	t.Logf("outcomes over %d s, 3 jobs, 3 daemons (one killed midway): %v; runs started twice: %d", seconds, total, doubles)
+	if total[baton.OutcomeSucceeded] < jobs*(seconds-10) {
+		t.Errorf("only %d ticks succeeded", total[baton.OutcomeSucceeded])
+	}
+}
+
+// Downtime: with every daemon stopped for several ticks, the one that
+// starts again applies each job's catch-up policy and records every missed
+// tick.
+func TestDaemonCatchup(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		config := writeJobFile(t, `
+jobs:
+  - name: skip
+    schedule: "*/4 * * * * *"
+    command: "true"
+    catchup: {policy: skip, window: 1s}
+  - name: latest
+    schedule: "*/4 * * * * *"
+    command: "true"
+  - name: all
+    schedule: "*/4 * * * * *"
+    command: "true"
+    catchup: all
+`)
+		d := s.startDaemon(t, "first", config)
+		for _, job := range []string{"skip", "latest", "all"} {
+			s.waitDone(t, job, 1, 20*time.Second, nil)
+		}
+		if code := d.stop(t); code != 0 {
+			t.Fatalf("drain: exit %d", code)
+		}
+		stopped := time.Now()
+		// Restart 2 s after a tick, at least three ticks later, so that the
+		// latest missed tick is 2 s late: past skip's 1 s window.
+		restart := stopped.Truncate(4 * time.Second).Add(14 * time.Second)
+		time.Sleep(time.Until(restart))
+		d = s.startDaemon(t, "second", config)
+		resumed := restart.Truncate(4 * time.Second).Add(4 * time.Second) // the first tick on time
+		got := map[string][]tickRow{}
+		for _, job := range []string{"skip", "latest", "all"} {
+			got[job] = s.waitDone(t, job, 1, 30*time.Second, func(tr tickRow) bool {
+				return !tr.At.Before(resumed) && tr.Outcome == baton.OutcomeSucceeded
+			})
+		}
+		d.stop(t)
+		for job, ticks := range got {
+			// After the stop: missed ticks, then succeeded ones. How
+			// many are missed depends on the policy (and, by a tick, on
+			// how fast the daemon starts, so the checks allow for it).
+			var after []tickRow
+			for _, tr := range ticks {
+				if tr.At.After(stopped) {
+					after = append(after, tr)
+				}
+			}
+			missed := 0
+			for missed < len(after) && after[missed].Outcome == baton.OutcomeSkippedMissed {
+				missed++
+			}
+			for _, tr := range after[missed:] {
+				if tr.Outcome != baton.OutcomeSucceeded {
+					t.Errorf("%s: tick %s after the downtime: outcome %s, want succeeded (%s)", job, baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
+				}
+			}
+			if missed == len(after) {
+				t.Fatalf("%s: nothing ran after the restart:%s", job, tickSummary(ticks))
+			}
+			first := after[missed]
+			late := first.Started.Sub(first.At)
+			switch job {
+			case "skip": // every missed tick skipped; what runs is on time
+				if missed < 3 || late > time.Second {
+					t.Errorf("skip: %d ticks missed, then one %s late ran; want ≥ 3 missed and none late:%s", missed, late, tickSummary(ticks))
+				}
+			case "latest": // the latest missed tick runs, late
+				if missed < 2 || late < time.Second {
+					t.Errorf("latest: %d ticks missed, then one %s late ran; want ≥ 2 missed, then a late one:%s", missed, late, tickSummary(ticks))
+				}
+			case "all": // every missed tick runs
+				if missed != 0 || late < 4*time.Second {
+					t.Errorf("all: %d ticks missed, the first ran %s late; want none missed, the first ≥ 4s late:%s", missed, late, tickSummary(ticks))
+				}
+			}
+			for k := 1; k < len(ticks); k++ {
+				if !ticks[k].At.Equal(ticks[k-1].At.Add(4 * time.Second)) {
+					t.Errorf("%s: tick %s follows %s: a tick is missing", job, baton.FormatTick(ticks[k].At), baton.FormatTick(ticks[k-1].At))
+				}
+			}
+		}
+	})
+}
+
+// A bad job file is refused with its line, column and field, and nothing
+// from it reaches the store; a bad reload keeps the jobs loaded before.
+func TestDaemonBadJobFiles(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown field", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: \"true\"\n    retry: 3\n", []string{":5:", "retry"}},
+		{"unknown zone", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    timezone: Mars/Olympus\n    command: \"true\"\n", []string{":4:", "timezone", "Mars/Olympus"}},
+		{"impossible", "jobs:\n  - name: a\n    schedule: \"0 0 30 2 *\"\n    command: \"true\"\n", []string{":3:", "schedule"}},
+		{"bad duration", "jobs:\n  - name: a\n    schedule: \"* * * * *\"\n    command: \"true\"\n    timeout: 5\n", []string{":5:", "timeout"}},
+	}
+	for _, c := range cases {
+		path := writeJobFile(t, c.yaml)
+		for _, cmd := range [][]string{{"validate", path}, {"daemon", "--config", path}} {
+			r := s.run(t, cmd...)
+			if r.code != baton.ExitUsage {
+				t.Errorf("%s: baton %s: exit %d, want %d\n%s", c.name, cmd[0], r.code, baton.ExitUsage, r.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("%s: baton %s: stderr does not name %q:\n%s", c.name, cmd[0], w, r.stderr)
+				}
+			}
+			if strings.Contains(r.stderr, "goroutine") {
+				t.Errorf("%s: a stack trace:\n%s", c.name, r.stderr)
+			}
+		}
+	}
+	if jobs := s.jobsJSON(t); len(jobs) != 0 {
+		t.Errorf("bad files reached the store: %+v", jobs)
+	}
+
+	// A good file, then a bad reload: the old jobs keep running.
+	dir := t.TempDir()
+	runLog := filepath.Join(dir, "runs")
+	good := fmt.Sprintf("jobs:\n  - name: steady\n    schedule: \"* * * * * *\"\n    command: echo $BATON_TICK >> %s\n", runLog)
+	config := writeJobFile(t, good)
+	d := s.startDaemon(t, "reload", config)
+	s.waitDone(t, "steady", 1, 20*time.Second, nil)
+	if err := os.WriteFile(config, []byte(good+"  - name: broken\n    schedule: \"61 * * * *\"\n    command: \"true\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(d.logText(t), "reload refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 'reload refused' in the log after SIGHUP with a bad file")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	before := len(s.ticks(t, "steady"))
+	s.waitDone(t, "steady", before+2, 20*time.Second, nil)
+	for _, j := range s.jobsJSON(t) {
+		if j.Job.Name == "broken" {
+			t.Errorf("the bad reload's job reached the store")
+		}
+	}
+	if !strings.Contains(d.logText(t), `minute`) {
+		t.Errorf("the reload's error does not name the bad field:\n%s", d.logText(t))
+	}
+	if code := d.stop(t); code != 0 {
+		t.Errorf("drain: exit %d", code)
+	}
+}
+
+// Drift: a daemon whose file has another version of a job runs the
+// store's version and says so, in its log and in `baton jobs`.
+func TestDaemonDrift(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	dir := t.TempDir()
+	logA, logB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	configA := writeJobFile(t, fmt.Sprintf("jobs:\n  - name: report\n    schedule: \"* * * * * *\"\n    command: echo a >> %s\n", logA))
+	configB := writeJobFile(t, fmt.Sprintf("jobs:\n  - name: report\n    schedule: \"* * * * * *\"\n    command: echo b >> %s\n", logB))
+	a := s.startDaemon(t, "a", configA)
+	s.waitDone(t, "report", 1, 20*time.Second, nil)
+	b := s.startDaemon(t, "b", configB) // publishes its version: the newest load wins
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if strings.Contains(a.logText(t), `"msg":"drift"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon a reported no drift:\n%s", a.logText(t))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	jobs := s.jobsJSON(t)
+	if len(jobs) != 1 || len(jobs[0].Drift) != 1 || !strings.Contains(jobs[0].Drift[0], configA) {
+		t.Errorf("baton jobs does not show daemon a's drift: %+v", jobs)
+	}
+	// From now on both daemons run b's version only.
+	os.Remove(logA)
+	before := len(s.ticks(t, "report"))
+	s.waitDone(t, "report", before+3, 20*time.Second, nil)
+	if _, err := os.Stat(logA); err == nil {
+		t.Errorf("a daemon ran its own drifted version")
+	}
+	a.stop(t)
+	b.stop(t)
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+const jobsHelp = `
+Usage: baton jobs [flags]
+
+Lists the jobs in the store's schedule: schedule and zone, next tick, last
+outcome, the age of the last success, paused state, and drift (running
+daemons whose job file has another version of the job, or lacks it).
+
+Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
+`
+
+// JobsCommand is `baton jobs`.
+type JobsCommand struct {
+	env   *Env
+	store storeFlags
+	json  bool
+}
+
+type jobRow struct {
+	baton.DefinedJob
+	SuccessAge string   `json:"last_success_age,omitempty"`
+	Drift      []string `json:"drift,omitempty"`
+}
+
+// Run lists the jobs.
+func (c *JobsCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("jobs", c.env.Stdout, jobsHelp)
+	c.store.register(fs)
+	fs.BoolVar(&c.json, "json", false, "print JSON: {\"jobs\": […], \"daemons\": […]}")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return baton.Invalid("arguments", "baton jobs takes none, got %q", pos)
+	}
+	st, err := c.store.openSchedule(ctx, c.env, "jobs")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	jobs, err := st.schedule.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	daemons, err := st.schedule.Daemons(ctx, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	now, err := st.schedule.Now(ctx)
+	if err != nil {
+		return err
+	}
+	rows := []jobRow{}
+	for _, dj := range jobs {
+		r := jobRow{DefinedJob: dj}
+		if !dj.LastSuccess.IsZero() {
+			r.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()
+		}
+		for _, d := range daemons {
+			v, ok := d.Versions[dj.Job.Name]
+			switch {
+			case !ok:
+				r.Drift = append(r.Drift, fmt.Sprintf("%s (%s) has no such job in %s", d.Host, d.ID, d.Config))
+			case v != dj.Version:
+				r.Drift = append(r.Drift, fmt.Sprintf("%s (%s) has version %s in %s", d.Host, d.ID, v, d.Config))
+			}
+		}
+		rows = append(rows, r)
+	}
+	if c.json {
+		return printJSON(c.env.Stdout, struct {
+			Jobs    []jobRow `json:"jobs"`
+			Daemons any      `json:"daemons"`
+		}{rows, daemons})
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(c.env.Stdout, "no jobs in the store (start 'baton daemon --config FILE')")
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT TICK\tLAST\tLAST SUCCESS\tSTATE\tDRIFT")
+	for _, r := range rows {
+		sched := r.Job.Schedule
+		if r.Job.Timezone != "" {
+			sched += " (" + r.Job.Timezone + ")"
+		}
+		next := "-"
+		if !r.NextTick.IsZero() {
+			next = r.NextTick.Format(time.RFC3339)
+		}
+		last := cmpOr(string(r.LastOutcome), "-")
+		success := "never"
+		if r.SuccessAge != "" {
+			success = r.SuccessAge + " ago"
+		}
+		state := "active"
+		if r.Paused {
+			state = "paused"
+			if r.PausedNote != "" {
+				state += ": " + r.PausedNote
+			}
+		}
+		sort.Strings(r.Drift)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job.Name, sched, next, last, success, state,
+			cmpOr(strings.Join(r.Drift, "; "), "-"))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/batonhq/baton"
+)
+
+const pauseHelp = `
+Usage: baton pause [--note TEXT] JOB
+       baton resume JOB
+
+pause stops scheduling JOB in every daemon: no ticks are created while it
+is paused (a running tick finishes; 'baton trigger' still works). resume
+schedules it again from now: the ticks of the paused time are not caught up.
+The pause and its note show in 'baton jobs'.
+
+Exit status: 0 done; 64 usage error or no such job; 69 store unavailable;
+70 internal error.
+`
+
+// PauseCommand is `baton pause` and, with resume set, `baton resume`.
+type PauseCommand struct {
+	env    *Env
+	store  storeFlags
+	resume bool
+	note   string
+}
+
+// Run pauses or resumes the job.
+func (c *PauseCommand) Run(ctx context.Context, args []string) error {
+	name := "pause"
+	if c.resume {
+		name = "resume"
+	}
+	fs := newFlagSet(name, c.env.Stdout, pauseHelp)
+	c.store.register(fs)
+	if !c.resume {
+		fs.StringVar(&c.note, "note", "", "why it is paused, shown by 'baton jobs'")
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return baton.Invalid("arguments", "want one job name, got %d arguments", len(pos))
+	}
+	st, err := c.store.openSchedule(ctx, c.env, name)
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	if c.resume {
+		err = st.schedule.Resume(ctx, pos[0])
+	} else {
+		err = st.schedule.Pause(ctx, pos[0], c.note)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.env.Stdout, "%sd %s\n", name, pos[0])
+	return nil
+}

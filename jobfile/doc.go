@@ -1,0 +1,82 @@
+// Package jobfile reads baton's job file: the YAML file in which users
+// describe the jobs the scheduler runs.
+//
+// Defaults, for every key a job may leave out (baton.Job.WithDefaults
+// applies them; name, schedule and command have none):
+//
+//	key                  default
+//	timezone             UTC
+//	env                  none added
+//	dir                  unset: the daemon's working directory
+//	ttl                  30s
+//	timeout              none: a run has no time limit
+//	kill_after           10s
+//	jitter               0s
+//	overlap              skip
+//	catchup              latest
+//	catchup.window       none for latest, 30s for skip, 1h for all
+//	retries              0
+//	retries.backoff      10s, when retries.count > 0
+//	retries.max_backoff  32 × retries.backoff, when retries.count > 0
+//	dst.gap              shift
+//	dst.repeat           once
+//	paused               false
+//	history.keep         1000
+//	history.max_age      720h (30 days)
+//
+// # The format
+//
+// The file is one YAML document: a mapping whose only key is jobs, a
+// sequence of jobs. An empty file, `jobs: []` and `jobs:` with no value
+// hold no jobs. Every key of a job but name, schedule and command may be left
+// out:
+//
+//	jobs:
+//	  - name: backup                  # required, unique in the file
+//	    schedule: "30 2 * * *"        # required: cron line, macro or @every
+//	    timezone: Europe/Berlin       # IANA zone; not Local
+//	    command: [pg_dump, -f, /backups/db.sql, app]  # required: argv …
+//	    env:
+//	      PGHOST: db.internal
+//	      PGPORT: 5432                # the text as written: "5432"
+//	    dir: backups                  # relative to this file's directory
+//	    ttl: 1m                       # lease renewal period, at least 1s
+//	    timeout: 2h                   # a run is stopped after this long
+//	    kill_after: 30s               # from SIGTERM to SIGKILL
+//	    jitter: 5m                    # a random delay of up to this
+//	    overlap: {allow: 2}           # skip | queue-one | replace | {allow: N ≥ 2}
+//	    catchup: {policy: all, window: 6h}  # skip | latest | all, or with a window
+//	    retries: {count: 3, backoff: 30s, max_backoff: 10m}  # or just a count
+//	    dst: {gap: skip, repeat: both}      # gap: shift | skip; repeat: once | both
+//	    paused: false
+//	    history: {keep: 500, max_age: 2160h}
+//
+//	  - name: rotate-logs
+//	    schedule: "@daily"
+//	    command: find /var/log/app -name '*.gz' -mtime +14 -delete  # … or a shell line
+//
+// A command written as a sequence is the argv, run without a shell; one
+// written as a string runs as `/bin/sh -c STRING`. Durations are Go
+// durations: 90s, 1h30m, 500ms; a bare number other than 0 is refused,
+// since the unit cannot be guessed. An environment variable's name must match
+// [A-Za-z_][A-Za-z0-9_]* and must not start with BATON_, which is baton's
+// own; its value is the scalar's text exactly as written, so `PORT: 8080`,
+// `DEBUG: true` and `EMPTY:` give "8080", "true" and "".
+//
+// The reading is strict: an unknown or repeated key, a value of the wrong
+// kind (a mapping where a string belongs), a setting without a value
+// (`timeout:`), a second YAML document, and YAML anchors and aliases are all
+// refused. Anchors and
+// aliases are refused rather than resolved so that each job reads as it runs,
+// and so that every problem is reported at the line where its value is
+// written.
+//
+// Parse reports every problem it finds, up to 50, in file order, as an
+// *Error that prints one line per problem:
+//
+//	jobs.yaml:7:14: jobs[0](backup).timeout: 90 is a bare number; add a unit, such as 90s or 5m
+//
+// Fields are named by their path in the file; a job is named jobs[I], its
+// index from 0, followed by its name in parentheses when the name is valid.
+// An *Error unwraps to a *baton.Error with code EINVALID.
+package jobfile
