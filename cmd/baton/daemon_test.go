@@ -47,7 +47,7 @@ func TestDaemonFleet(t *testing.T) {
 		}
 		fmt.Fprintf(&b, `  - name: fleet-%d
     schedule: "* * * * * *"
-    command: echo "$BATON_IDEMPOTENCY_KEY $BATON_FENCING_TOKEN $BATON_ATTEMPT" >> %s; sleep 0.3
+    command: echo "$BATON_IDEMPOTENCY_KEY $BATON_FENCING_TOKEN $BATON_ATTEMPT" >> %s; sleep 0.8
     ttl: 3s
     kill_after: 500ms
     retries: {count: %d, backoff: 100ms}
@@ -59,10 +59,32 @@ func TestDaemonFleet(t *testing.T) {
 		daemons = append(daemons, s.startDaemon(t, fmt.Sprintf("d%d", i), config))
 	}
 	seconds := fleetSeconds(t)
+	start := time.Now()
 	time.Sleep(time.Duration(seconds/2) * time.Second)
-	daemons[2].kill(t)
-	time.Sleep(time.Duration(seconds-seconds/2) * time.Second)
-	for _, d := range daemons[:2] {
+	// Kill a daemon while it runs a tick: its lease names it (by pid) and
+	// the tick (in the argv it records).
+	var victim *daemonProc
+	inFlight := ""
+	for victim == nil {
+		for _, l := range s.leases(t) {
+			for _, d := range daemons {
+				if l.State == baton.LeaseHeld && l.Holder.PID == d.cmd.Process.Pid && len(l.Holder.Argv) == 4 {
+					victim, inFlight = d, l.Holder.Argv[3]
+				}
+			}
+		}
+		if time.Since(start) > time.Duration(seconds)*time.Second*3/4 {
+			t.Fatalf("no daemon ran anything in %s; leases: %+v", time.Since(start), s.leases(t))
+		}
+	}
+	victim.kill(t)
+	killed := time.Now()
+	t.Logf("killed daemon %s while it ran %s", victim.name, inFlight)
+	time.Sleep(time.Until(start.Add(time.Duration(seconds) * time.Second)))
+	for _, d := range daemons {
+		if d == victim {
+			continue
+		}
 		if code := d.stop(t); code != 0 {
 			t.Errorf("daemon %s exited %d after SIGTERM", d.name, code)
 		}
@@ -106,6 +128,13 @@ func TestDaemonFleet(t *testing.T) {
 					t.Errorf("%s: recorded succeeded, never ran", key)
 				}
 			case baton.OutcomeLostLease, baton.OutcomeSkippedMissed:
+			case baton.OutcomeSkippedOverlap:
+				// The killed daemon's leases stay held until their TTL
+				// (3 s) runs out: no store can tell a dead holder from a
+				// slow one sooner.
+				if tr.At.Before(killed.Add(-time.Second)) || tr.At.After(killed.Add(4*time.Second)) {
+					t.Errorf("%s: skipped-overlap outside the killed daemon's lease TTL (%s)", key, tr.Reason)
+				}
 			default:
 				t.Errorf("%s: outcome %s (%s)", key, tr.Outcome, tr.Reason)
 			}
@@ -114,6 +143,23 @@ func TestDaemonFleet(t *testing.T) {
 			if ran[key] > 1 && tr.Attempts < ran[key] {
 				t.Errorf("%s: ran %d times in %d attempts", key, ran[key], tr.Attempts)
 			}
+		}
+	}
+	// The tick in flight on the killed daemon: its attempt ended lost-lease,
+	// and a survivor either retried it (fleet-0) or recorded lost-lease.
+	job, _, _ := strings.Cut(inFlight, "/")
+	for _, tr := range s.ticks(t, job) {
+		if tr.IdempotencyKey() != inFlight {
+			continue
+		}
+		t.Logf("in flight on the killed daemon: %s: %s after %d attempts %+v", inFlight, tr.Outcome, tr.Attempts, tr.AttemptList)
+		want := baton.OutcomeLostLease
+		if job == "fleet-0" {
+			want = baton.OutcomeSucceeded
+		}
+		if tr.Outcome != want || len(tr.AttemptList) == 0 || tr.AttemptList[0].Outcome != string(baton.OutcomeLostLease) {
+			t.Errorf("%s (in flight on the killed daemon): outcome %s after %d attempts %+v; want %s, its first attempt lost-lease",
+				inFlight, tr.Outcome, tr.Attempts, tr.AttemptList, want)
 		}
 	}
 	doubles := 0
