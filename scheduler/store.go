@@ -387,6 +387,13 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 	return out, err
 }
 
+// SetNextTick sets every job's next tick to at: benchmarks use it to make
+// all jobs due at once.
+func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, s.query("set_next_tick"), s.ts(at))
+	return s.translate(err, "setting next ticks")
+}
+
 // ClaimOpen claims up to limit open ticks that nobody holds: triggered and
 // backfilled ticks, retries whose backoff has passed, and ticks whose
 // daemon stopped renewing its claims.

@@ -20,6 +20,14 @@ import (
 const benchHelp = `
 Usage: baton bench leases [flags]
        baton bench fence [flags]     (PostgreSQL)
+       baton bench claims [flags]
+
+bench claims measures the durable schedule with a no-op action: --jobs jobs
+are made due at once and --clients daemons (default 1,3; each with its own
+pool) claim them in batches of 100 (FOR UPDATE SKIP LOCKED), record each
+tick's start and its outcome, first without and then with taking and
+releasing the job's lease as the daemon does. No process is started. It
+creates --jobs jobs named bench-claims-* in the store's schedule.
 
 bench fence measures the cost of the fences: committed writes per second
 (one insert per transaction) by --clients concurrent writers of one job,
@@ -50,6 +58,7 @@ type BenchCommand struct {
 	ttl      time.Duration
 	json     bool
 	script   bool
+	jobs     int
 }
 
 // BenchResult is one measured configuration.
@@ -77,6 +86,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.ttl, "ttl", 30*time.Second, "lease `TTL` of each acquisition")
 	fs.BoolVar(&c.json, "json", false, "print results as JSON")
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
+	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -84,8 +94,11 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) == 1 && pos[0] == "fence" {
 		return c.fence(ctx, fs)
 	}
+	if len(pos) == 1 && pos[0] == "claims" {
+		return c.claims(ctx, fs)
+	}
 	if len(pos) != 1 || pos[0] != "leases" {
-		return baton.Invalid("WHAT", "want baton bench leases or baton bench fence, got %q", strings.Join(pos, " "))
+		return baton.Invalid("WHAT", "want baton bench leases, fence or claims, got %q", strings.Join(pos, " "))
 	}
 	if c.script {
 		s, err := postgres.PgbenchScript(c.store.schema, c.ttl)

@@ -1,0 +1,122 @@
+package scheduler_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
+)
+
+func TestPlanCatchup(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	minute := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Minute) }
+	cases := []struct {
+		name    string
+		catchup baton.Catchup
+		next    time.Time
+		now     time.Time
+		run     []int // minutes that run
+		missed  []int // minutes recorded skipped-missed
+		newNext time.Time
+	}{
+		{"on time", baton.Catchup{}, minute(0), minute(0).Add(200 * time.Millisecond), []int{0}, nil, minute(1)},
+		{"not due", baton.Catchup{}, minute(1), minute(0).Add(30 * time.Second), nil, nil, minute(1)},
+		{"latest after downtime", baton.Catchup{Policy: baton.CatchupLatest}, minute(0), minute(4).Add(10 * time.Second), []int{4}, []int{0, 1, 2, 3}, minute(5)},
+		{"latest with a window it is past", baton.Catchup{Policy: baton.CatchupLatest, Window: baton.Duration(5 * time.Second)}, minute(0), minute(4).Add(10 * time.Second), nil, []int{0, 1, 2, 3, 4}, minute(5)},
+		{"skip: the latest is within 30s", baton.Catchup{Policy: baton.CatchupSkip}, minute(0), minute(4).Add(10 * time.Second), []int{4}, []int{0, 1, 2, 3}, minute(5)},
+		{"skip: the latest is 40s late", baton.Catchup{Policy: baton.CatchupSkip}, minute(0), minute(4).Add(40 * time.Second), nil, []int{0, 1, 2, 3, 4}, minute(5)},
+		{"all within the default hour", baton.Catchup{Policy: baton.CatchupAll}, minute(0), minute(4).Add(10 * time.Second), []int{0, 1, 2, 3, 4}, nil, minute(5)},
+		{"all within a 2m window", baton.Catchup{Policy: baton.CatchupAll, Window: baton.Duration(2 * time.Minute)}, minute(0), minute(4).Add(10 * time.Second), []int{3, 4}, []int{0, 1, 2}, minute(5)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := baton.Job{Name: "j", Schedule: "* * * * *", Command: []string{"true"}, Catchup: c.catchup}
+			cj, err := scheduler.Compile(j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			planned, next := scheduler.Plan(j, cj, c.next, c.now, 1000)
+			var run, missed []int
+			for _, p := range planned {
+				m := int(p.At.Sub(t0) / time.Minute)
+				if p.Run {
+					run = append(run, m)
+				} else {
+					missed = append(missed, m)
+					if p.Reason == "" || !strings.Contains(p.Reason, "missed") {
+						t.Errorf("minute %d: reason %q", m, p.Reason)
+					}
+				}
+			}
+			if !equal(run, c.run) || !equal(missed, c.missed) || !next.Equal(c.newNext) {
+				t.Errorf("run %v missed %v next %s; want run %v missed %v next %s", run, missed, next, c.run, c.missed, c.newNext)
+			}
+		})
+	}
+}
+
+// More due ticks than one claim takes: the claim lists the oldest, runs
+// none of them under latest (they are not the latest), and leaves the job
+// due for the next claim.
+func TestPlanCapped(t *testing.T) {
+	j := baton.Job{Name: "j", Schedule: "* * * * * *", Command: []string{"true"}}
+	cj, err := scheduler.Compile(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	planned, next := scheduler.Plan(j, cj, t0, t0.Add(time.Hour), 100)
+	if len(planned) != 100 || !next.Equal(t0.Add(100*time.Second)) {
+		t.Fatalf("%d planned, next %s", len(planned), next)
+	}
+	for _, p := range planned {
+		if p.Run {
+			t.Errorf("%s runs, though later ticks are due", p.At)
+		}
+	}
+}
+
+func TestJitterIsStableAndBounded(t *testing.T) {
+	j := baton.Job{Name: "j", Jitter: baton.Duration(10 * time.Second)}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := map[time.Duration]bool{}
+	for i := range 100 {
+		tick := at.Add(time.Duration(i) * time.Minute)
+		d := scheduler.Jitter(j, tick)
+		if d < 0 || d >= 10*time.Second || d != scheduler.Jitter(j, tick) {
+			t.Fatalf("jitter %s for %s", d, tick)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 50 {
+		t.Errorf("only %d distinct jitters in 100 ticks", len(seen))
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	j := baton.Job{Retries: baton.Retries{Count: 10, Backoff: baton.Duration(time.Second), MaxBackoff: baton.Duration(5 * time.Second)}}
+	var got []time.Duration
+	for n := 1; n <= 5; n++ {
+		got = append(got, scheduler.Backoff(j, n))
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("backoffs %v, want %v", got, want)
+		}
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
