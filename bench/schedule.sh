@@ -18,7 +18,9 @@
 #                    moment the daemon recorded the start, after it took the
 #                    lease and just before it spawned the command)
 #   connections      most seen per daemon (pg_stat_activity), and the pool max
-#   CPU, RSS         per daemon process: (utime+stime)/elapsed, VmHWM
+#   CPU, RSS         per daemon process: (utime+stime)/elapsed, and its
+#                    reaped children's (the guards and commands); VmRSS at
+#                    the end of the run and VmHWM (the peak)
 #
 # Usage:  bench/schedule.sh
 # Env:    JOBS=10000 DAEMONS=3 MINUTES=5 MAX_CONCURRENT=64
@@ -61,9 +63,12 @@ loaded=$(date +%s)
 echo "--- $DAEMONS daemons loaded $JOBS jobs; running $MINUTES minutes" >&2
 
 clk=$(getconf CLK_TCK)
+# utime+stime of the daemon, and cutime+cstime: its reaped children (the
+# guards, and the commands their guards reaped)
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-declare -A cpu0
-for p in "${pids[@]}"; do cpu0[$p]=$(cpu_ticks "$p"); done
+child_ticks() { awk '{print $16 + $17}' "/proc/$1/stat"; }
+declare -A cpu0 child0
+for p in "${pids[@]}"; do cpu0[$p]=$(cpu_ticks "$p"); child0[$p]=$(child_ticks "$p"); done
 t0=$(date +%s.%N)
 end=$((loaded + MINUTES * 60 + 5))
 : >"$tmp/conns"
@@ -73,11 +78,13 @@ while [ "$(date +%s)" -lt "$end" ]; do
   sleep 5
 done
 t1=$(date +%s.%N)
-declare -A cpu rss
+declare -A cpu rss child
 for p in "${pids[@]}"; do
+  child[$p]=$(awk -v a="${child0[$p]}" -v b="$(child_ticks "$p")" -v c="$clk" -v t0="$t0" -v t1="$t1" \
+    'BEGIN {printf "%.1f", 100 * (b - a) / c / (t1 - t0)}')
   cpu[$p]=$(awk -v a="${cpu0[$p]}" -v b="$(cpu_ticks "$p")" -v c="$clk" -v t0="$t0" -v t1="$t1" \
     'BEGIN {printf "%.1f", 100 * (b - a) / c / (t1 - t0)}')
-  rss[$p]=$(awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$p/status")
+  rss[$p]=$(awk '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} END {printf "%.0f MB (peak %.0f MB)", r / 1024, h / 1024}' "/proc/$p/status")
 done
 drain_start=$(date +%s)
 stop_daemons
@@ -117,7 +124,7 @@ echo "| tick-to-start lag p50 / p99 / max | ${p50} ms / ${p99} ms / ${pmax} ms |
 i=1
 for p in "${pids[@]}"; do
   conns=$(awk -v a="baton-bench-d$i" '$1 == a && $2 > m {m = $2} END {print m + 0}' "$tmp/conns")
-  echo "| daemon d$i: connections (most seen) / CPU / RSS peak | $conns (pool max 4) / ${cpu[$p]}% of a core / ${rss[$p]} MB | ≤ 4 / – / ≤ 50 MB |"
+  echo "| daemon d$i: connections (most seen) / CPU (its children's) / RSS at the end | $conns (pool max 4) / ${cpu[$p]}% of a core (${child[$p]}%) / ${rss[$p]} | ≤ 4 / – / ≤ 50 MB |"
   i=$((i + 1))
 done
 echo "| attempts per daemon | $per_daemon | |"

@@ -103,6 +103,10 @@ func (l *Leaser) Renew(ctx context.Context, term *baton.Term) error {
 	err = l.db.pool.QueryRow(ctx, l.db.query("lease_renew"),
 		term.Job, pgtype.UUID{Bytes: owner, Valid: true}, term.Token, term.TTL.Milliseconds()).Scan(&until)
 	if errors.Is(err, pgx.ErrNoRows) {
+		var revoked bool
+		if l.db.pool.QueryRow(ctx, l.db.query("lease_revoked"), term.Job, pgtype.UUID{Bytes: owner, Valid: true}, term.Token).Scan(&revoked) == nil && revoked {
+			return baton.Errorf(baton.ELEASELOST, "lease of %s, token %d, was revoked: replaced by a newer tick (overlap replace)", term.Job, term.Token)
+		}
 		return baton.Errorf(baton.ELEASELOST, "lease of %s, token %d, has expired or been taken over", term.Job, term.Token)
 	}
 	if err != nil {

@@ -31,13 +31,14 @@ type Daemon struct {
 	Env           []string      // the commands' base environment
 	Log           *slog.Logger
 
-	mu     sync.Mutex
-	file   map[string]baton.Job // this daemon's job file, by name
-	drift  map[string]string    // drift last reported, by job
-	active map[string][]*active // runs in progress, by job
-	slots  chan struct{}
-	wg     sync.WaitGroup
-	stop   chan struct{} // closed when the drain's grace is over
+	mu       sync.Mutex
+	file     map[string]baton.Job // this daemon's job file, by name
+	versions map[string]string    // … and each job's version
+	pruned   string               // the last job pruned: pruning goes round the jobs a page at a time
+	drift    map[string]string    // drift last reported, by job
+	active   map[string][]*active // runs in progress, by job
+	slots    chan struct{}
+	wg       sync.WaitGroup
 }
 
 // active is one run in progress in this daemon.
@@ -70,7 +71,6 @@ func (d *Daemon) defaults() {
 		d.slots = make(chan struct{}, d.MaxConcurrent)
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
-		d.stop = make(chan struct{})
 	}
 }
 
@@ -98,15 +98,16 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	if err != nil {
 		return err
 	}
-	file := map[string]baton.Job{}
+	file, versions := map[string]baton.Job{}, map[string]string{}
 	for _, j := range jobs {
 		file[j.Name] = j.WithDefaults()
+		versions[j.Name] = j.Version()
 	}
 	d.mu.Lock()
-	d.file = file
+	d.file, d.versions = file, versions
 	d.mu.Unlock()
 	for _, name := range changed {
-		d.Log.Info("job definition written to the store", "job", name, "version", file[name].Version())
+		d.Log.Info("job definition written to the store", "job", name, "version", versions[name])
 	}
 	for _, name := range removed {
 		d.Log.Info("job removed from the store", "job", name)
@@ -119,10 +120,7 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 
 func (d *Daemon) register(ctx context.Context) error {
 	d.mu.Lock()
-	versions := map[string]string{}
-	for name, j := range d.file {
-		versions[name] = j.Version()
-	}
+	versions := d.versions
 	d.mu.Unlock()
 	return d.Store.Register(ctx, DaemonInfo{ID: d.ID, Host: d.Host, PID: os.Getpid(), Config: d.Config, Versions: versions})
 }
@@ -130,27 +128,25 @@ func (d *Daemon) register(ctx context.Context) error {
 // checkDrift compares this daemon's file with the store and logs each
 // difference once (and again when it changes).
 func (d *Daemon) checkDrift(ctx context.Context) error {
-	stored, err := d.Store.Jobs(ctx)
+	stored, err := d.Store.Versions(ctx)
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := map[string]string{}
-	seen := map[string]bool{}
-	for _, sj := range stored {
-		seen[sj.Job.Name] = true
-		fj, ok := d.file[sj.Job.Name]
+	for name, sv := range stored {
+		fj, ok := d.file[name]
 		switch {
 		case !ok:
-			now[sj.Job.Name] = "in the store but not in this daemon's job file"
-		case fj.Version() != sj.Version:
-			now[sj.Job.Name] = fmt.Sprintf("this daemon's job file has version %s, the store has %s (written by %s at %s); scheduling the store's",
-				fj.Version(), sj.Version, sj.DefinedBy, sj.DefinedAt.Format(time.RFC3339))
+			now[name] = "in the store but not in this daemon's job file"
+		case d.versions[name] != sv.Version:
+			now[name] = fmt.Sprintf("this daemon's job file has version %s, the store has %s (written by %s at %s); scheduling the store's",
+				fj.Version(), sv.Version, sv.DefinedBy, sv.DefinedAt.Format(time.RFC3339))
 		}
 	}
 	for name := range d.file {
-		if !seen[name] {
+		if _, ok := stored[name]; !ok {
 			now[name] = "in this daemon's job file but removed from the store"
 		}
 	}
@@ -224,7 +220,6 @@ loop:
 	case <-done:
 	case <-grace.C:
 		d.Log.Warn("grace is over; stopping the runs still going", "runs", d.running())
-		close(d.stop)
 		d.mu.Lock()
 		for _, runs := range d.active {
 			for _, a := range runs {
@@ -345,24 +340,32 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 	}
 }
 
-// prune deletes history past each job's retention, in small batches.
+// prune deletes history past each job's retention, in small batches, for
+// a page of jobs each time: a fleet with many jobs goes round them over
+// several minutes rather than in one burst.
 func (d *Daemon) prune(ctx context.Context) {
-	jobs, err := d.Store.Jobs(ctx)
+	const page, batch = 200, 500
+	jobs, err := d.Store.JobPage(ctx, d.pruned, page)
 	if err != nil {
 		return
+	}
+	if len(jobs) < page {
+		d.pruned = "" // round again next time
+	} else {
+		d.pruned = jobs[len(jobs)-1].Name
 	}
 	now, err := d.Store.Now(ctx)
 	if err != nil {
 		return
 	}
-	for _, dj := range jobs {
+	for _, j := range jobs {
 		for range 10 {
-			n, err := d.Store.Prune(ctx, dj.Job, now, 500)
+			n, err := d.Store.Prune(ctx, j, now, batch)
 			if err != nil {
-				d.Log.Warn("pruning history failed", "job", dj.Job.Name, "err", err)
-				break
+				d.Log.Warn("pruning history failed", "job", j.Name, "err", err)
+				return
 			}
-			if n < 500 {
+			if n < batch {
 				break
 			}
 		}

@@ -81,19 +81,18 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			d.Store.Finish(bg, c.Tick, prev, Ending{Outcome: baton.OutcomeLostLease, Reason: reason, RetryAfter: time.Millisecond})
 		}
 		attempt, ok, err := d.Store.StartAttempt(bg, c.Tick, prev, d.ID, d.Host, term)
-		if err != nil || !ok {
-			if err != nil {
-				log.Error("cannot record the attempt's start; not running it", "err", err)
-			} else {
-				log.Info("the tick was ended or taken over elsewhere; not running it")
-			}
+		if err != nil {
+			log.Error("cannot record the attempt's start; not running it yet", "err", err)
 			d.release(term, log)
-			if err != nil && sleep(ctx, d.Poll*4) {
-				continue
-			}
-			if err != nil {
+			if !sleep(ctx, d.Poll*4) {
 				d.giveBack(bg, c, log)
+				return
 			}
+			continue
+		}
+		if !ok {
+			log.Info("the tick was ended or taken over elsewhere; not running it")
+			d.release(term, log)
 			return
 		}
 		prev, attempts = term.Owner, attempt
@@ -107,9 +106,10 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		} else if !ok {
 			log.Warn("the tick was taken over while it ran; its outcome is the other daemon's", "outcome", ending.Outcome)
 		}
-		if ending.Outcome != baton.OutcomeLostLease {
-			d.release(term, log)
-		}
+		// Released even when lost: a replaced term is still held until
+		// released (a flock lease never expires while its holder lives),
+		// and releasing a term that is gone is harmless.
+		d.release(term, log)
 		if ending.RetryAfter == 0 || err != nil || !ok {
 			return
 		}

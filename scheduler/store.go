@@ -293,6 +293,57 @@ func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
 	return out, s.translate(rows.Err(), "listing jobs")
 }
 
+// Version is a job's current version in the store.
+type Version struct {
+	Version   string
+	DefinedBy string
+	DefinedAt time.Time
+}
+
+// Versions returns every job's version, by name.
+func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_versions"))
+	if err != nil {
+		return nil, s.translate(err, "listing job versions")
+	}
+	defer rows.Close()
+	out := map[string]Version{}
+	for rows.Next() {
+		var name string
+		var v Version
+		var at dbTime
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at); err != nil {
+			return nil, s.translate(err, "listing job versions")
+		}
+		v.DefinedAt = at.Time
+		out[name] = v
+	}
+	return out, s.translate(rows.Err(), "listing job versions")
+}
+
+// JobPage returns up to limit job definitions named after after, in order
+// of name (removed jobs too: their history is pruned as well).
+func (s *Store) JobPage(ctx context.Context, after string, limit int) ([]baton.Job, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("page_jobs"), after, limit)
+	if err != nil {
+		return nil, s.translate(err, "listing jobs")
+	}
+	defer rows.Close()
+	var out []baton.Job
+	for rows.Next() {
+		var name, def string
+		if err := rows.Scan(&name, &def); err != nil {
+			return nil, s.translate(err, "listing jobs")
+		}
+		var j baton.Job
+		if err := json.Unmarshal([]byte(def), &j); err != nil {
+			return nil, baton.Wrap(baton.EINTERNAL, err, "decoding the stored definition of %s", name)
+		}
+		out = append(out, j)
+	}
+	return out, s.translate(rows.Err(), "listing jobs")
+}
+
 // Claim is a tick a daemon has claimed and must drive to its outcome.
 type Claim struct {
 	baton.Tick

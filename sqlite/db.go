@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/batonhq/baton"
 	"modernc.org/sqlite"
@@ -66,9 +67,19 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	sqldb.SetMaxOpenConns(DefaultMaxConns)
 	sqldb.SetMaxIdleConns(DefaultMaxConns)
 	db := &DB{db: sqldb, path: abs}
-	if _, err := db.migrateIfBehind(ctx); err != nil {
-		sqldb.Close()
-		return nil, err
+	// A brand-new file is switched to WAL by the first connection, and a
+	// second process opening it at that moment can get SQLITE_BUSY without
+	// the busy handler being consulted: retry for as long as busy_timeout.
+	for wait, deadline := 10*time.Millisecond, time.Now().Add(5*time.Second); ; wait = min(wait*2, 500*time.Millisecond) {
+		_, err := db.migrateIfBehind(ctx)
+		if err == nil {
+			break
+		}
+		if baton.ErrorCode(err) != baton.EUNAVAILABLE || time.Now().After(deadline) || ctx.Err() != nil {
+			sqldb.Close()
+			return nil, err
+		}
+		time.Sleep(wait)
 	}
 	return db, nil
 }

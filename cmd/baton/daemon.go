@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -119,6 +120,10 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	if err := d.Load(ctx, file.Jobs); err != nil {
 		return err
 	}
+	// Parsing a large job file is the daemon's peak of memory; give it back
+	// rather than carry it for the daemon's life.
+	file = nil
+	debug.FreeOSMemory()
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

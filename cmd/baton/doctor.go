@@ -1,25 +1,35 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/postgres"
 )
 
 const doctorHelp = `
 Usage: baton doctor SUBJECT [flags]
 
 Checks what baton depends on and says what to fix, without creating or
-changing anything. Each finding is one line: its level (ok, warn or error),
-the check's name, and a message that says what to do.
+changing anything. Each finding is one line: its level, the check's name,
+and a message that says what to do.
 
 Subjects:
   local   the lock directory that baton run would use with the same flags
           and environment (--lock-dir, --scope, $BATON_LOCK_DIR, $BATON_SCOPE)
+  pg      a PostgreSQL server's connection slots: baton doctor pg [--db URL]
+          [--json]; the server of --db, else $BATON_DB
 
 Checks of doctor local:
   exists             the directory exists; if not, whether baton run would
@@ -56,8 +66,89 @@ command; user scope needs neither, as baton run creates its own directory.
 doctor local checks the local store even when --db or $BATON_DB is set, and
 then says that baton run would use PostgreSQL instead.
 
-Exit status: 0 healthy, or only warnings; 1 problems found (an error-level
-finding); 64 usage error.
+Exit status of doctor local: 0 healthy, or only warnings; 1 problems found
+(an error-level finding); 64 usage error.
+
+doctor pg connects once, with one plain connection (no pool), named
+application_name baton/doctor/<host> unless the URL names one, with a
+connect timeout of --connect-timeout unless the URL sets connect_timeout.
+It changes nothing and never prints a password. It knows PostgreSQL 13 to
+18: it reads server_version_num and asks current_setting(name, true) for
+settings a version may lack. The report starts with a one-line verdict, OK,
+WARNING, CRITICAL or UNKNOWN and why, then these sections:
+
+  budget     max_connections, less superuser_reserved_connections, less
+             reserved_connections (PostgreSQL 16+) is the number of slots
+             ordinary roles can use ("usable"). In use counts client
+             backends (pg_stat_activity.backend_type = 'client backend')
+             other than this check's own; free = usable - in use, negative
+             when sessions sit in the reserves. Percentages are of usable,
+             never of max_connections. Then every role connection limit
+             (pg_roles.rolconnlimit; superusers are exempt) and database
+             connection limit (pg_database.datconnlimit) that is set, with
+             its use; the superusers, who may use every slot; and on 16+ the
+             login roles with privileges of pg_use_reserved_connections
+             (granted directly or through pg_auth_members), who may use
+             reserved_connections.
+  holders    sessions in use counted by application_name, user, database,
+             client address ("local" for a unix socket) and state. Without
+             superuser or pg_read_all_stats, other roles' sessions show
+             only their pid, user, database and application: they are
+             counted as "(hidden: insufficient privilege)" and pins among
+             them cannot be seen.
+  pins       sessions idle in a transaction, aborted or not, with how long
+             (now() - state_change); transactions open for --long-tx or more
+             (now() - xact_start); with each, age(backend_xmin) and the
+             sessions waiting on its locks (pg_blocking_pids); and sessions
+             holding advisory locks (pg_locks), session-level for certain
+             when the session has no open transaction.
+  timeouts   statement_timeout, idle_in_transaction_session_timeout,
+             idle_session_timeout and transaction_timeout (17+) of the server
+             (pg_settings) and of each database, role, and role in a
+             database (ALTER DATABASE/ROLE ... SET, pg_db_role_setting).
+  sessions   pg_stat_database.sessions, sessions_fatal, sessions_killed and
+             sessions_abandoned per database (PostgreSQL 14+). With --state
+             FILE, the counters are kept in FILE (replaced atomically) and
+             the next run prints what changed since.
+  plan       with --plan (or --instances and --pool-max), the connections a
+             fleet opens at full pool size (instances x pool maximum, summed
+             over services) against the usable slots, and the headroom left.
+
+Examples:
+  baton doctor pg --db postgres://monitor@db1/app
+  baton doctor pg --db postgres://app@db1/app --reserved-db postgres://postgres@db1/app
+  baton doctor pg --plan web=20x10 --plan worker=4x5 --state /var/lib/baton/doctor-pg.json
+
+Levels of doctor pg (the verdict is the worst finding; critical beats
+warning beats unknown):
+  critical   in use >= --crit percent of usable slots (or no usable slots);
+             a role or database at >= --crit percent of its connection
+             limit; a planned fleet at --crit percent of usable slots or
+             more; the connection refused with SQLSTATE 53300 (too
+             many connections: the finding names the limit hit from the
+             server's message, and --reserved-db is tried once)
+  warning    in use >= --warn percent of usable slots; a role or database
+             at >= --warn percent of its limit; a planned fleet at --warn
+             percent or more; a session idle in a transaction for --idle-tx or more;
+             a transaction open for --long-tx or more; a session-level
+             advisory lock (it pins a connection to its client and breaks
+             under transaction pooling); idle_session_timeout, at any scope,
+             shorter than the pools' idle time (--pool-idle): the server
+             closes connections a pool still holds
+  unknown    no connection (other than a 53300 refusal) through --db or
+             --reserved-db, or a section that could not be read
+  note       does not change the verdict: hidden sessions;
+             idle_in_transaction_session_timeout = 0 on the server (nothing
+             ends an idle transaction's pin: when a pin is also found, its
+             warning says so); session counters that moved since --state
+
+Exit status of doctor pg, monitoring-style (as Nagios plugins), unlike
+baton's other commands: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot
+connect, and no --reserved-db that can); 64 usage error.
+
+--json prints the same facts as one object with the keys level, verdict,
+checked_at, server, connect_failures, thresholds, budget, holders, pins,
+timeouts, sessions, plan and findings; docs/DOCTOR.md describes each.
 `
 
 // DoctorCommand is `baton doctor SUBJECT`.
@@ -65,6 +156,7 @@ type DoctorCommand struct {
 	env   *Env
 	store storeFlags
 	json  bool
+	pgOpt pgFlags
 }
 
 // doctorSubjects are what baton doctor can check. All share the command's
@@ -74,13 +166,15 @@ var doctorSubjects = []struct {
 	check func(*DoctorCommand, context.Context) error
 }{
 	{"local", (*DoctorCommand).local},
+	{"pg", (*DoctorCommand).pg},
 }
 
 // Run checks the subject named by the first argument.
 func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("doctor", c.env.Stdout, doctorHelp)
 	c.store.register(fs)
-	fs.BoolVar(&c.json, "json", false, `print JSON: {"dir", "scope", "findings": [{"level", "check", "message"}], "tmpfiles", "install"}`)
+	fs.BoolVar(&c.json, "json", false, `print JSON; doctor local: {"dir", "scope", "findings": [{"level", "check", "message"}], "tmpfiles", "install"}; doctor pg: the report described above`)
+	c.pgOpt.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -147,4 +241,369 @@ func (c *DoctorCommand) print(r flock.Report) error {
 	}
 	fmt.Fprintf(w, "\ntmpfiles.d line, to create it at boot (in /etc/tmpfiles.d/baton.conf, then systemd-tmpfiles --create):\n  %s\nor now, as root:\n  %s\n", r.Tmpfiles, r.Install)
 	return nil
+}
+
+// pgFlags are the flags of doctor pg.
+type pgFlags struct {
+	reservedDB     string
+	connectTimeout time.Duration
+	warn, crit     float64
+	idleTx, longTx time.Duration
+	poolIdle       time.Duration
+	state          string
+	plan           []postgres.PlannedService
+	instances      []int
+	poolMax        []int
+}
+
+func (f *pgFlags) register(fs *flagSet) {
+	fs.StringVar(&f.reservedDB, "reserved-db", "", "doctor pg: PostgreSQL `URL` tried once when --db cannot connect, as a role that may use a reserve (a superuser, or on 16+ a member of pg_use_reserved_connections)")
+	durationFlag(fs, &f.connectTimeout, "connect-timeout", postgres.DefaultConnectTimeout, "doctor pg: give up connecting after this long, unless the URL sets connect_timeout")
+	fs.Float64Var(&f.warn, "warn", postgres.DefaultWarnPercent, "doctor pg: WARNING at this `percent` of usable slots in use (and of a role's or database's connection limit, and of a plan)")
+	fs.Float64Var(&f.crit, "crit", postgres.DefaultCritPercent, "doctor pg: CRITICAL at this `percent`, as for --warn")
+	durationFlag(fs, &f.idleTx, "idle-tx", postgres.DefaultIdleTx, "doctor pg: warn of sessions idle in a transaction for this long or more")
+	durationFlag(fs, &f.longTx, "long-tx", postgres.DefaultLongTx, "doctor pg: warn of transactions open this long or more")
+	durationFlag(fs, &f.poolIdle, "pool-idle", postgres.DefaultPoolIdle, "doctor pg: how long the pools keep an idle connection (baton's: 1m; pgxpool's: 30m; HikariCP's: 10m; 0 for ever, as database/sql), to warn of a shorter idle_session_timeout")
+	fs.StringVar(&f.state, "state", "", "doctor pg: keep the session counters in this `file` and print what changed since the previous run")
+	fs.Var(planValue{&f.plan}, "plan", "doctor pg: a service of the fleet as `NAME=NxM`: N instances with pools of at most M connections (web=20x10); repeat for each service")
+	fs.Var(intsValue{&f.instances, "--instances"}, "instances", "doctor pg: instances of a service, paired in order with --pool-max (--instances 20 --pool-max 10 is --plan service1=20x10); repeatable")
+	fs.Var(intsValue{&f.poolMax, "--pool-max"}, "pool-max", "doctor pg: pool maximum of the service of the --instances of the same rank; repeatable")
+}
+
+// planValue collects --plan NAME=NxM.
+type planValue struct{ p *[]postgres.PlannedService }
+
+func (v planValue) String() string { return "" }
+
+func (v planValue) Set(s string) error {
+	name, spec, ok := strings.Cut(s, "=")
+	if !ok {
+		name, spec = "", s
+	}
+	n, m, ok := strings.Cut(strings.ToLower(spec), "x")
+	instances, err1 := strconv.Atoi(strings.TrimSpace(n))
+	poolMax, err2 := strconv.Atoi(strings.TrimSpace(m))
+	if !ok || err1 != nil || err2 != nil || instances < 1 || poolMax < 1 {
+		return fmt.Errorf("%q: want NAME=NxM, N instances with pools of at most M connections, as in web=20x10", s)
+	}
+	if name == "" {
+		name = fmt.Sprintf("service%d", len(*v.p)+1)
+	}
+	*v.p = append(*v.p, postgres.PlannedService{Name: name, Instances: instances, PoolMax: poolMax})
+	return nil
+}
+
+// intsValue collects a repeatable positive integer flag.
+type intsValue struct {
+	p    *[]int
+	name string
+}
+
+func (v intsValue) String() string { return "" }
+
+func (v intsValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%q: want a positive whole number", s)
+	}
+	*v.p = append(*v.p, n)
+	return nil
+}
+
+// options turns the flags into the doctor's options, or a usage error
+// naming the flag.
+func (f *pgFlags) options(dsn string) (postgres.ConnOptions, error) {
+	var o postgres.ConnOptions
+	switch {
+	case dsn == "":
+		return o, baton.Invalid("--db", "missing: name the server with --db URL or $BATON_DB")
+	case !postgres.IsDSN(dsn):
+		return o, baton.Invalid("--db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(dsn))
+	case f.reservedDB != "" && !postgres.IsDSN(f.reservedDB):
+		return o, baton.Invalid("--reserved-db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(f.reservedDB))
+	case f.connectTimeout <= 0:
+		return o, baton.Invalid("--connect-timeout", "must be positive, got %s", f.connectTimeout)
+	case f.warn <= 0 || f.warn > 100:
+		return o, baton.Invalid("--warn", "want a percentage of usable slots above 0 and at most 100, got %g", f.warn)
+	case f.crit <= 0 || f.crit > 100:
+		return o, baton.Invalid("--crit", "want a percentage of usable slots above 0 and at most 100, got %g", f.crit)
+	case f.crit < f.warn:
+		return o, baton.Invalid("--crit", "%g is below --warn %g", f.crit, f.warn)
+	case f.idleTx <= 0:
+		return o, baton.Invalid("--idle-tx", "must be positive, got %s", f.idleTx)
+	case f.longTx <= 0:
+		return o, baton.Invalid("--long-tx", "must be positive, got %s", f.longTx)
+	case f.poolIdle < 0:
+		return o, baton.Invalid("--pool-idle", "must be 0 (for ever) or positive, got %s", f.poolIdle)
+	case len(f.instances) != len(f.poolMax):
+		return o, baton.Invalid("--instances", "%d given but %d --pool-max: give them in pairs, one of each per service", len(f.instances), len(f.poolMax))
+	}
+	plan := slices.Clone(f.plan)
+	for i := range f.instances {
+		plan = append(plan, postgres.PlannedService{Name: fmt.Sprintf("service%d", len(plan)+1), Instances: f.instances[i], PoolMax: f.poolMax[i]})
+	}
+	poolIdle := f.poolIdle
+	if poolIdle == 0 {
+		poolIdle = -1 // for ever
+	}
+	host, _ := os.Hostname()
+	return postgres.ConnOptions{
+		DSN: dsn, ReservedDSN: f.reservedDB, Application: "baton/doctor/" + host,
+		ConnectTimeout: f.connectTimeout, WarnPercent: f.warn, CritPercent: f.crit,
+		IdleTx: f.idleTx, LongTx: f.longTx, PoolIdle: poolIdle, StateFile: f.state, Plan: plan,
+	}, nil
+}
+
+// pg checks a PostgreSQL server's connection slots. Its exit status is the
+// report's level, monitoring-style.
+func (c *DoctorCommand) pg(ctx context.Context) error {
+	opt, err := c.pgOpt.options(cmp.Or(c.store.db, c.env.Getenv("BATON_DB")))
+	if err != nil {
+		return err
+	}
+	r, err := postgres.DiagnoseConns(ctx, opt)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		err = printJSON(c.env.Stdout, r)
+	} else {
+		err = printConnReport(c.env.Stdout, r)
+	}
+	if err != nil {
+		return err
+	}
+	if code := r.Level.ExitStatus(); code != 0 {
+		return ExitError{Code: code}
+	}
+	return nil
+}
+
+// holderRows bounds each "who holds slots" line; the JSON has them all.
+const holderRows = 8
+
+func printConnReport(w io.Writer, r *postgres.ConnReport) error {
+	var buf bytes.Buffer
+	fmt.Fprintln(&buf, r.Verdict)
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+	section := func(name string) { fmt.Fprintf(tw, "\n%s\n", name) }
+
+	if s := r.Server; s != nil {
+		role := "not superuser"
+		switch {
+		case s.Superuser:
+			role = "superuser"
+		case s.ReadAllStats:
+			role = "pg_read_all_stats"
+		}
+		fmt.Fprintf(tw, "\nserver\t%s (through --%s)\n", s.DSN, s.Via)
+		if s.VersionNum > 0 {
+			fmt.Fprintf(tw, "\tPostgreSQL %s (%d), as %s (%s) in %s, pid %d\n", s.Version, s.VersionNum, s.User, role, s.Database, s.PID)
+		}
+	}
+	if len(r.ConnectFailures) > 0 {
+		section("connection failed")
+		for _, f := range r.ConnectFailures {
+			what := f.SQLState
+			if f.Limit != "" {
+				what += ", " + f.Limit
+				if f.Name != "" {
+					what += " " + strconv.Quote(f.Name)
+				}
+			}
+			if what == "" {
+				what = "no answer"
+			}
+			fmt.Fprintf(tw, "  --%s\t%s\t(%s)\t%s\n", f.Via, f.DSN, what, f.Message)
+		}
+	}
+	if b := r.Budget; b != nil {
+		section("budget")
+		fmt.Fprintf(tw, "  max_connections\t%d\t\n", b.MaxConnections)
+		fmt.Fprintf(tw, "  - superuser_reserved_connections\t%d\tfor superusers\n", b.SuperuserReserved)
+		if b.Reserved != nil {
+			fmt.Fprintf(tw, "  - reserved_connections\t%d\tfor pg_use_reserved_connections\n", *b.Reserved)
+		} else {
+			fmt.Fprintf(tw, "  - reserved_connections\t-\tnone before PostgreSQL 16\n")
+		}
+		fmt.Fprintf(tw, "  = usable\t%d\tby ordinary roles\n", b.Usable)
+		if r.Holders != nil {
+			fmt.Fprintf(tw, "  in use\t%d\t%s of usable (client backends, this check's own left out)\n", b.InUse, pctText(b.InUsePercent))
+			fmt.Fprintf(tw, "  free\t%d\t\n", b.Free)
+		}
+		for _, l := range b.RoleLimits {
+			note := ""
+			if l.Exempt {
+				note = " (superuser: not enforced)"
+			}
+			fmt.Fprintf(tw, "  role %s\t%d of %d\t%s of its connection limit%s\n", l.Name, l.InUse, l.Limit, pctText(l.Percent), note)
+		}
+		for _, l := range b.DatabaseLimits {
+			fmt.Fprintf(tw, "  database %s\t%d of %d\t%s of its connection limit\n", l.Name, l.InUse, l.Limit, pctText(l.Percent))
+		}
+		fmt.Fprintf(tw, "  superusers\t%s\t\n", listText(b.Superusers))
+		if b.ReserveMembers != nil {
+			fmt.Fprintf(tw, "  may use reserved_connections\t%s\t\n", listText(b.ReserveMembers))
+		}
+	}
+	if h := r.Holders; h != nil {
+		section("who holds slots")
+		for _, by := range []struct {
+			name   string
+			counts []postgres.ConnCount
+		}{
+			{"application", h.ByApplication}, {"user", h.ByUser}, {"database", h.ByDatabase},
+			{"client", h.ByClientAddr}, {"state", h.ByState},
+		} {
+			fmt.Fprintf(tw, "  by %s\t%s\n", by.name, countsText(by.counts))
+		}
+		if h.Hidden > 0 {
+			fmt.Fprintf(tw, "  hidden\t%d sessions: superuser or pg_read_all_stats sees them\n", h.Hidden)
+		}
+	}
+	if p := r.Pins; p != nil {
+		section("pins")
+		for _, pin := range p.IdleInTransaction {
+			fmt.Fprintf(tw, "  %s\tpid %d\t%s for %s%s\n", pin.State, pin.PID, pinWho(pin), ageText(pin.StateAgeSeconds), pinDetail(pin))
+		}
+		for _, pin := range p.LongTransactions {
+			fmt.Fprintf(tw, "  transaction open\tpid %d\t%s for %s, %s%s\n", pin.PID, pinWho(pin), ageText(pin.XactAgeSeconds), pin.State, pinDetail(pin))
+		}
+		for _, a := range p.AdvisoryLocks {
+			level := "advisory locks (session- or transaction-level)"
+			if a.SessionLevel {
+				level = "session advisory locks"
+			}
+			fmt.Fprintf(tw, "  %s\tpid %d\tuser %s, database %s, application %q: %d held (keys %s), %s for %s\n",
+				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, ageText(a.StateAgeSeconds))
+		}
+		if len(p.IdleInTransaction)+len(p.LongTransactions)+len(p.AdvisoryLocks) == 0 {
+			fmt.Fprintf(tw, "  none\t\t\n")
+		}
+	}
+	if r.Timeouts != nil {
+		section("timeouts")
+		for _, t := range r.Timeouts {
+			where := "server"
+			switch t.Scope {
+			case "database":
+				where = "database " + t.Database
+			case "role":
+				where = "role " + t.Role
+			case "database+role":
+				where = "role " + t.Role + " in database " + t.Database
+			}
+			val := t.Value
+			switch {
+			case t.Value == "?":
+				val = "unknown: " + t.Source
+			case t.Ms == 0:
+				val = "0 (off)"
+			case t.Ms > 0:
+				val = (time.Duration(t.Ms) * time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Name, where, val)
+		}
+	}
+	if s := r.Sessions; s != nil {
+		since := "since the statistics were reset"
+		if s.PreviousAt != nil {
+			since = "(change since " + s.PreviousAt.Format(time.RFC3339) + ")"
+		}
+		section("sessions " + since)
+		fmt.Fprintf(tw, "  database\tsessions\tfatal\tkilled\tabandoned\n")
+		for _, d := range s.Databases {
+			c := d.SessionCounts
+			if s.PreviousAt != nil {
+				if d.Delta == nil {
+					fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\n", d.Database)
+					continue
+				}
+				c = *d.Delta
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\n", d.Database, c.Sessions, c.Fatal, c.Killed, c.Abandoned)
+		}
+	}
+	if p := r.Plan; p != nil {
+		section("plan")
+		for _, s := range p.Services {
+			fmt.Fprintf(tw, "  %s\t%d x %d\t= %d\n", s.Name, s.Instances, s.PoolMax, s.Total)
+		}
+		fmt.Fprintf(tw, "  total\t\t= %d\n", p.Total)
+		if p.Usable != nil {
+			fmt.Fprintf(tw, "  usable\t\t%d (%s of it planned)\n", *p.Usable, pctText(*p.Percent))
+			fmt.Fprintf(tw, "  headroom\t\t%d\n", *p.Headroom)
+		}
+	}
+	section("findings")
+	for _, f := range r.Findings {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Level, f.Check, f.Message)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// Empty last cells leave padding behind.
+	for line := range strings.Lines(buf.String()) {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pinWho(p postgres.ConnPin) string {
+	return fmt.Sprintf("user %s, database %s, application %q", p.User, p.Database, p.Application)
+}
+
+func pinDetail(p postgres.ConnPin) string {
+	var s string
+	if p.XminAge != nil {
+		s += fmt.Sprintf(", xmin age %d", *p.XminAge)
+	}
+	if len(p.Blocks) > 0 {
+		s += fmt.Sprintf(", blocking %v", p.Blocks)
+	}
+	if p.IdleTxTimeoutMs == 0 && strings.HasPrefix(p.State, "idle in transaction") {
+		s += ", no idle_in_transaction_session_timeout"
+	}
+	if p.Query != "" {
+		s += ", last query: " + p.Query
+	}
+	return s
+}
+
+func ageText(s float64) string {
+	d := time.Duration(s * float64(time.Second))
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func pctText(p float64) string { return strconv.FormatFloat(p, 'f', -1, 64) + "%" }
+
+func listText(names []string) string {
+	if len(names) == 0 {
+		return "(none)"
+	}
+	return strings.Join(names, ", ")
+}
+
+func countsText(cs []postgres.ConnCount) string {
+	var parts []string
+	for i, c := range cs {
+		if i == holderRows {
+			parts = append(parts, fmt.Sprintf("and %d more", len(cs)-i))
+			break
+		}
+		name := c.Name
+		if name == "" {
+			name = "(none)"
+		}
+		parts = append(parts, fmt.Sprintf("%s %d", name, c.Count))
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	return strings.Join(parts, ", ")
 }
