@@ -221,3 +221,56 @@ func TestDaemonRunsEachTickOnce(t *testing.T) {
 		}
 	})
 }
+
+// History: ended ticks past a job's retention are pruned in batches; open
+// ticks and the newest Keep stay.
+func TestPruneKeepsTheNewest(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		j := job("pruned", "0 0 1 1 *", "true")
+		j.History = baton.History{Keep: 3, MaxAge: baton.Duration(24 * time.Hour)}
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "h", nil); err != nil {
+			t.Fatal(err)
+		}
+		// Ten ended ticks (backfilled, then ended as skipped) and one open.
+		from := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+		if added, _, err := e.store.Backfill(ctx, j.Name, from, from.AddDate(10, 0, 0), 100); err != nil || added != 11 {
+			t.Fatalf("backfill: %d, %v", added, err)
+		}
+		ticks, err := e.store.Ticks(ctx, j.Name, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ticks[1:] { // all but the newest
+			if ok, err := e.store.Finish(ctx, tr.Tick, "", scheduler.Ending{Outcome: baton.OutcomeSkippedMissed, Reason: "test"}); err != nil || !ok {
+				t.Fatalf("finish %s: %v %v", baton.FormatTick(tr.At), ok, err)
+			}
+		}
+		now, err := e.store.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for {
+			n, err := e.store.Prune(ctx, j, now, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			if n > 2 {
+				t.Fatalf("a batch of 2 deleted %d", n)
+			}
+			total += n
+		}
+		left, err := e.store.Ticks(ctx, j.Name, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the open tick, and of the ended ones those among the newest 3
+		if total != 8 || len(left) != 3 || left[0].State == baton.TickDone {
+			t.Errorf("pruned %d, left %d:%s", total, len(left), describe(left))
+		}
+	})
+}

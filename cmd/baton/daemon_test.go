@@ -325,6 +325,12 @@ func TestDaemonBadJobFiles(t *testing.T) {
 	if !strings.Contains(d.logText(t), `minute`) {
 		t.Errorf("the reload's error does not name the bad field:\n%s", d.logText(t))
 	}
+	// A good reload adds a job, which runs.
+	if err := os.WriteFile(config, []byte(good+"  - name: added\n    schedule: \"* * * * * *\"\n    command: \"true\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd.Process.Signal(syscall.SIGHUP)
+	s.waitDone(t, "added", 1, 20*time.Second, func(tr tickRow) bool { return tr.Outcome == baton.OutcomeSucceeded })
 	if code := d.stop(t); code != 0 {
 		t.Errorf("drain: exit %d", code)
 	}
