@@ -273,8 +273,10 @@ type TimeoutSetting struct {
 	Role     string `json:"role"`
 	Value    string `json:"value"` // as PostgreSQL stores it, e.g. "5min" or "0"
 	Ms       int64  `json:"ms"`    // 0 is off; -1 when the value is unknown or unparsable
-	// Source says where a server value comes from (pg_settings.source, or
-	// "pg_file_settings" when the doctor's own session is shadowed).
+	// Source says where a server value comes from: pg_settings.source;
+	// when a database or role setting shadows it in the doctor's own
+	// session, "pg_file_settings" or "boot_val" (superusers), or why it is
+	// unknown ("?" in Value).
 	Source string `json:"source"`
 }
 
@@ -525,7 +527,7 @@ func (d *doctor) connect(ctx context.Context) *pgx.Conn {
 		f.Via = try.via
 		d.r.ConnectFailures = append(d.r.ConnectFailures, f)
 		if f.SQLState == "53300" {
-			d.findShort(ConnCritical, "connect", fmt.Sprintf("--%s refused: %s", try.via, f.Message),
+			d.findShort(ConnCritical, "connect", fmt.Sprintf("--%s refused: %s (%s)", try.via, f.Message, limitText[f.Limit]),
 				"--%s refused: %s", try.via, explainLimit(f))
 		} else {
 			d.findShort(ConnUnknown, "connect", fmt.Sprintf("cannot connect through --%s: %s", try.via, f.Message),
@@ -600,6 +602,17 @@ func LimitFromMessage(msg string) (limit, name string) {
 		return LimitWalSenders, ""
 	}
 	return LimitUnidentified, ""
+}
+
+// limitText names a limit in the verdict line.
+var limitText = map[string]string{
+	LimitMaxConnections:    "every slot taken, reserves included",
+	LimitSuperuserReserved: "ordinary slots all taken",
+	LimitReserved:          "ordinary slots all taken",
+	LimitRole:              "the role's connection limit",
+	LimitDatabase:          "the database's connection limit",
+	LimitWalSenders:        "max_wal_senders",
+	LimitUnidentified:      "SQLSTATE 53300",
 }
 
 // explainLimit says what a refusal means, for the finding.
@@ -854,9 +867,6 @@ func (d *doctor) readTimeouts(ctx context.Context) error {
 	d.r.Timeouts = []TimeoutSetting{}
 	for _, s := range settings {
 		t := TimeoutSetting{Name: s.name, Scope: "server", Value: s.value + s.unit, Source: s.source}
-		if s.value == "0" {
-			t.Value = "0"
-		}
 		switch s.source {
 		case "database", "user", "database user", "client", "session":
 			if file == nil && d.r.Server.Superuser {
@@ -876,12 +886,17 @@ func (d *doctor) readTimeouts(ctx context.Context) error {
 			if v, ok := file[s.name]; ok {
 				t.Value, t.Source = v, "pg_file_settings"
 			} else if d.r.Server.Superuser {
-				t.Value, t.Source = s.boot+s.unit, "default"
+				// Not in the files: the built-in default, unless the
+				// server was started with -c, which nothing shows past
+				// the shadow.
+				t.Value, t.Source = s.boot+s.unit, "boot_val"
 			} else {
 				t.Value, t.Source = "?", "shadowed in this session by a "+s.source+" setting; superuser needed to read pg_file_settings"
 			}
 		}
-		t.Ms = timeoutMs(t.Value)
+		if t.Ms = timeoutMs(t.Value); t.Ms == 0 {
+			t.Value = "0"
+		}
 		d.server[t.Name] = t.Ms
 		d.r.Timeouts = append(d.r.Timeouts, t)
 	}
@@ -1089,7 +1104,7 @@ func pinText(p ConnPin) string {
 	}
 	s += ")"
 	if len(p.Blocks) > 0 {
-		s += fmt.Sprintf(" blocking %d sessions %v", len(p.Blocks), p.Blocks)
+		s += fmt.Sprintf(" blocking %s %v", plural(len(p.Blocks), "session"), p.Blocks)
 	}
 	return s
 }
