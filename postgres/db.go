@@ -50,6 +50,21 @@ type Config struct {
 // DefaultMaxConns bounds the pool whatever the number of jobs or CPUs.
 const DefaultMaxConns = 4
 
+// SessionDefaults are the server settings every connection of baton's asks
+// for at startup, unless the DSN sets them (as a parameter, or in options):
+// a statement that hangs is cancelled by the server, and a transaction left
+// idle (by a bug of baton's, or a client that died mid-transaction) ends
+// instead of pinning its slot and its snapshot. baton's own statements take
+// milliseconds and it never holds a transaction open across I/O, so
+// neither limit is reached in normal work. They are startup parameters,
+// not SETs, so they hold whatever connection a pooler gives; PgBouncer in
+// transaction mode must be told to ignore them (ignore_startup_parameters),
+// see the README.
+var SessionDefaults = map[string]string{
+	"statement_timeout":                   "30s",
+	"idle_in_transaction_session_timeout": "60s",
+}
+
 // DefaultConnectTimeout applies when the DSN sets no connect_timeout.
 const DefaultConnectTimeout = 5 * time.Second
 
@@ -106,6 +121,12 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pcfg.MaxConnIdleTime = time.Minute
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok && cfg.Application != "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.Application
+	}
+	for name, value := range SessionDefaults {
+		_, set := pcfg.ConnConfig.RuntimeParams[name]
+		if !set && !strings.Contains(pcfg.ConnConfig.RuntimeParams["options"], name) {
+			pcfg.ConnConfig.RuntimeParams[name] = value
+		}
 	}
 	if !strings.Contains(cfg.DSN, "connect_timeout") {
 		pcfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout

@@ -135,7 +135,23 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		Job: job, TTL: c.ttl, Owner: uuid.NewString(), Host: host, PID: os.Getpid(),
 		Argv: command, StartedAt: c.env.Started,
 	}
-	grant, sent, err := acquire(ctx, st.leaser, req, c.wait)
+	var grant baton.Grant
+	var sent time.Time
+	begun := time.Now()
+	err = c.store.retryUnavailable(ctx, c.env, "taking the lease", func() error {
+		var err error
+		grant, sent, err = acquire(ctx, st.leaser, req, c.wait)
+		// An acquisition whose answer was lost (the connection broke after
+		// the commit) shows up on the retry as busy with our own owner: the
+		// term is ours.
+		if err == nil && grant.Busy() && grant.Holder != nil && grant.Holder.Owner == req.Owner {
+			grant = baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: grant.Holder.Token, TTL: req.TTL, Until: grant.Holder.Until}}
+			// The term began at a lost attempt: trust it only from the
+			// first one sent (the supervisor renews before starting).
+			sent = begun
+		}
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
@@ -22,6 +25,7 @@ type storeFlags struct {
 	scope    string
 	maxConns int
 	verbose  bool
+	dbWait   time.Duration
 }
 
 func (f *storeFlags) register(fs *flagSet) {
@@ -31,6 +35,7 @@ func (f *storeFlags) register(fs *flagSet) {
 	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
 	fs.IntVar(&f.maxConns, "db-max-conns", postgres.DefaultMaxConns, "PostgreSQL: most connections this process opens")
 	fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
+	durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69")
 }
 
 // store is an open store and what closes it.
@@ -66,9 +71,48 @@ func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string)
 	return st, nil
 }
 
-// openStore opens PostgreSQL when a DSN is given by flag or environment,
-// the local store otherwise.
+// open opens PostgreSQL when a DSN is given by flag or environment, the
+// local store otherwise, retrying an unavailable store for --db-wait.
 func (f *storeFlags) open(ctx context.Context, env *Env, command string, migrate bool) (*store, error) {
+	var st *store
+	err := f.retryUnavailable(ctx, env, "opening the store", func() error {
+		var err error
+		st, err = f.openOnce(ctx, env, command, migrate)
+		return err
+	})
+	return st, err
+}
+
+// retryUnavailable calls try until it succeeds, fails for another reason
+// than an unavailable store, or --db-wait has passed, with jittered
+// backoff, and says on stderr (once) that it is waiting.
+func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string, try func() error) error {
+	deadline := time.Now().Add(f.dbWait)
+	backoff := 100 * time.Millisecond
+	told := false
+	for {
+		err := try()
+		if err == nil || baton.ErrorCode(err) != baton.EUNAVAILABLE || time.Now().After(deadline) {
+			if err == nil && told {
+				fmt.Fprintf(env.Stderr, "baton: the store answers again\n")
+			}
+			return err
+		}
+		if !told {
+			fmt.Fprintf(env.Stderr, "baton: %s: %v; retrying for up to %s (--db-wait)\n", what, err, f.dbWait)
+			told = true
+		}
+		sleep := min(backoff/2+rand.N(backoff/2+1), time.Until(deadline))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(max(sleep, 0)):
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, migrate bool) (*store, error) {
 	dsn := f.db
 	if dsn == "" {
 		dsn = env.Getenv("BATON_DB")
