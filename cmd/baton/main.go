@@ -55,7 +55,7 @@ var commands = []struct {
 	{"leases", "list every lease with its holder, token and expiry", func(e *Env) Command { return &LeasesCommand{env: e} }},
 	{"put", "write stdin to a file only if this run's fencing token is current", func(e *Env) Command { return &PutCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
-	{"bench", "measure lease throughput and latency (baton bench leases)", func(e *Env) Command { return &BenchCommand{env: e} }},
+	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
 	{"daemon", "run the jobs of a job file on their schedules", func(e *Env) Command { return &DaemonCommand{env: e} }},
