@@ -254,6 +254,10 @@ func (db *DB) translate(err error, what string) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
+		case pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter"):
+			// PgBouncer refuses startup parameters it does not know: a
+			// configuration to fix, not an outage to wait out.
+			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see the README, PostgreSQL connections)", db.dsn, pgErr.Message)
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
 			pgErr.Code == "3D000", strings.HasPrefix(pgErr.Code, "28"):

@@ -34,7 +34,7 @@ func TestRunBadInput(t *testing.T) {
 			{"job with newline", []string{"run", "a\nb", "--", "true"}, 64, "control character"},
 			{"not a postgres dsn", []string{"run", "--db", "mysql://u:pw@h/db", "job", "--", "true"}, 64, "--db"},
 			{"unparsable dsn", []string{"run", "--db", "postgres://u:pw@[::1/db", "job", "--", "true"}, 64, "db"},
-			{"unreachable server", []string{"run", "--db", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2", "job", "--", "true"}, 69, "unavailable"},
+			{"unreachable server", []string{"run", "--db-wait", "1s", "--db", "postgres://u:hunter2@127.0.0.1:1/db?connect_timeout=2", "job", "--", "true"}, 69, "unavailable"},
 			{"unknown command", []string{"frobnicate"}, 64, "unknown command"},
 		}
 		for _, c := range cases {

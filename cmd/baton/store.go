@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -99,7 +100,8 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 			return err
 		}
 		if !told {
-			fmt.Fprintf(env.Stderr, "baton: %s: %v; retrying for up to %s (--db-wait)\n", what, err, f.dbWait)
+			msg := strings.Join(strings.Fields(err.Error()), " ") // one line, as every error baton prints
+			fmt.Fprintf(env.Stderr, "baton: %s: %s; retrying for up to %s (--db-wait)\n", what, msg, f.dbWait)
 			told = true
 		}
 		sleep := min(backoff/2+rand.N(backoff/2+1), time.Until(deadline))
