@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -31,8 +32,8 @@ func TestOpenMigratesOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open #%d: %v", i+1, err)
 		}
-		if v, err := db.SchemaVersion(ctx); err != nil || v != 2 {
-			t.Fatalf("open #%d: schema version %d, %v; want 2", i+1, v, err)
+		if v, err := db.SchemaVersion(ctx); err != nil || v != 3 {
+			t.Fatalf("open #%d: schema version %d, %v; want 3", i+1, v, err)
 		}
 		rows, err := db.SQL().QueryContext(ctx, "SELECT version, name, applied_at FROM schema_migrations ORDER BY version")
 		if err != nil {
@@ -53,8 +54,8 @@ func TestOpenMigratesOnce(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 2 || got[0] != "0001_fence" || got[1] != "0002_schedule" {
-			t.Fatalf("open #%d: schema_migrations holds %q, want [0001_fence 0002_schedule]", i+1, got)
+		if want := []string{"0001_fence", "0002_schedule", "0003_idempotency"}; !slices.Equal(got, want) {
+			t.Fatalf("open #%d: schema_migrations holds %q, want %q", i+1, got, want)
 		}
 		// Migrate again by hand: nothing left to apply.
 		if applied, err := db.Migrate(ctx); err != nil || len(applied) != 0 {
@@ -84,8 +85,8 @@ func TestOpenConcurrently(t *testing.T) {
 		defer dbs[i].Close()
 	}
 	var n int
-	if err := dbs[0].SQL().QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != 2 {
-		t.Fatalf("schema_migrations has %d rows, %v; want 2 (each migration once)", n, err)
+	if err := dbs[0].SQL().QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != 3 {
+		t.Fatalf("schema_migrations has %d rows, %v; want 3 (each migration once)", n, err)
 	}
 }
 

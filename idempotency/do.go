@@ -1,0 +1,262 @@
+package idempotency
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// Response is what is stored and replayed: for HTTP, the status, headers and
+// body.
+type Response struct {
+	Status int                 `json:"status"`
+	Header map[string][]string `json:"header,omitempty"`
+	Body   []byte              `json:"body,omitempty"`
+}
+
+// Policy says which outcomes are stored (terminal: replayed to every later
+// call with the key) and which are not (retryable: the transaction rolls
+// back, nothing is kept, and a retry runs again).
+type Policy struct {
+	// Store reports whether a response with this status is terminal.
+	// Default: status < 500, so 2xx and 4xx are replayed and 5xx re-run.
+	Store func(status int) bool
+	// TTL is how long a completed key is kept (DefaultTTL when zero).
+	TTL time.Duration
+	// InFlightWait bounds how long a call waits for a concurrent call's
+	// uncommitted claim of the same key before answering ErrInFlight
+	// (DefaultInFlightWait when zero). PostgreSQL only: see the package
+	// documentation for SQLite.
+	InFlightWait time.Duration
+}
+
+// Defaults of Policy.
+const (
+	DefaultTTL          = 24 * time.Hour
+	DefaultInFlightWait = 100 * time.Millisecond
+)
+
+func (p Policy) withDefaults() Policy {
+	if p.Store == nil {
+		p.Store = func(status int) bool { return status < 500 }
+	}
+	if p.TTL <= 0 {
+		p.TTL = DefaultTTL
+	}
+	if p.InFlightWait <= 0 {
+		p.InFlightWait = DefaultInFlightWait
+	}
+	return p
+}
+
+func validKey(key string) error {
+	if key == "" {
+		return baton.Invalid("key", "the idempotency key is empty")
+	}
+	return nil
+}
+
+// Do runs fn at most once per (scope, key). In one transaction it records
+// the key with the fingerprint, runs fn(ctx, tx) (the business write, and
+// outbox rows), stores the Response when p.Store says so, and commits: the
+// key, the write and the response commit together or not at all, so a
+// crash before the commit leaves nothing behind and the retry simply runs.
+//
+// A later call with the same key and fingerprint returns the stored
+// Response and replayed=true without running fn. With another fingerprint
+// it returns ErrMismatch; while the first call has not committed, ErrInFlight
+// (PostgreSQL, after waiting up to p.InFlightWait for it) or, on SQLite, the
+// stored Response once the first commits (see the package documentation).
+// Mismatch wins over in-flight. (A key that Steps holds in flight, should
+// a caller mix the two on one key, answers ErrInFlight too.)
+//
+// When fn returns an error, or a Response that p.Store does not keep, the
+// transaction rolls back (the business write too) and Do returns what fn
+// returned, with replayed=false. fn must do its writes through tx.
+//
+// Cost: a replay is one read. A first execution adds to fn's own
+// transaction that read and, on PostgreSQL, four statements: the bounded
+// advisory lock, the insert, the reset of lock_timeout, and the update that
+// stores the response (SQLite: the insert and the update).
+func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
+	if err := validKey(key); err != nil {
+		return Response{}, false, err
+	}
+	p = p.withDefaults()
+	// A committed key is judged without a transaction or a lock, so that
+	// replays (and concurrent duplicates after the first committed) cost
+	// one read.
+	r, err := s.get(ctx, s.db, scope, key)
+	if err != nil {
+		return Response{}, false, err
+	}
+	if r != nil {
+		return judge(r, fingerprint)
+	}
+
+	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE on SQLite: waits for the writer
+	if err != nil {
+		return Response{}, false, s.translate(err, "beginning a transaction")
+	}
+	defer tx.Rollback() // a no-op after Commit; on a panic in fn, undoes it all
+	inserted, err := s.claim(ctx, tx, p.InFlightWait, "insert_key", scope, key, fingerprint)
+	if errors.Is(err, errBlocked) {
+		tx.Rollback()
+		return s.judgeBlocked(ctx, scope, key, fingerprint)
+	}
+	if err != nil {
+		return Response{}, false, err
+	}
+	if !inserted { // committed since the first read
+		r, err := s.get(ctx, tx, scope, key)
+		if err != nil {
+			return Response{}, false, err
+		}
+		if r == nil { // deleted (pruned) in between: the caller may retry
+			return Response{}, false, ErrInFlight
+		}
+		return judge(r, fingerprint)
+	}
+	// fn's own writes wait for locks as the session says, not as briefly
+	// as the claim did.
+	if err := s.unboundLockWaits(ctx, tx); err != nil {
+		return Response{}, false, err
+	}
+
+	resp, err = fn(ctx, tx)
+	if err != nil || !p.Store(resp.Status) {
+		return resp, false, err
+	}
+	if err := s.complete(ctx, tx, scope, key, 0, PointStarted, nil, resp, p.TTL); err != nil {
+		return Response{}, false, err
+	}
+	if err := tx.Commit(); err != nil {
+		return Response{}, false, s.translate(err, "committing idempotency key "+key)
+	}
+	return resp, false, nil
+}
+
+// judge answers a call from the key's committed record: the fingerprint
+// first (mismatch wins over in-flight), then its state.
+func judge(r *Record, fingerprint string) (Response, bool, error) {
+	switch {
+	case r.Fingerprint != fingerprint:
+		return Response{}, false, ErrMismatch
+	case r.State == StateComplete:
+		return *r.Response, true, nil
+	}
+	return Response{}, false, ErrInFlight
+}
+
+// errBlocked: the claim's insert waited on another transaction's
+// uncommitted row of the same key past lock_timeout (PostgreSQL).
+var errBlocked = errors.New("idempotency: key claimed by an uncommitted transaction")
+
+// judgeBlocked answers a call whose claim was blocked by an uncommitted
+// row of the same key. The caller held the advisory lock of its own
+// fingerprint, which every claimant takes before inserting and keeps until
+// its transaction ends; so the blocker was not claiming with this
+// fingerprint: it is a mismatch, unless a committed row says otherwise
+// (it committed meanwhile, or the blocker was an update of a visible row).
+func (s *Store) judgeBlocked(ctx context.Context, scope, key, fingerprint string) (Response, bool, error) {
+	r, err := s.get(ctx, s.db, scope, key)
+	if err != nil {
+		return Response{}, false, err
+	}
+	if r == nil {
+		return Response{}, false, ErrMismatch
+	}
+	return judge(r, fingerprint)
+}
+
+// lockTimeout is wait as a value of lock_timeout.
+func lockTimeout(wait time.Duration) string {
+	return fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))
+}
+
+// boundLockWaits makes the lock waits of tx end after wait with SQLSTATE
+// 55P03 (PostgreSQL). The setting is transaction-local, so it leaves
+// nothing on a connection that a pooler hands to someone else.
+func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Duration) error {
+	if s.dialect != Postgres {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeout(wait))
+	return s.translate(err, "setting lock_timeout")
+}
+
+// unboundLockWaits gives tx back the session's own lock_timeout.
+func (s *Store) unboundLockWaits(ctx context.Context, tx *sql.Tx) error {
+	if s.dialect != Postgres {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, s.query("postgres/unbound_lock_waits"))
+	return s.translate(err, "resetting lock_timeout")
+}
+
+// claim inserts the key's row in tx with query (insert_key or
+// insert_lease, whose parameters after the first three are args), and
+// reports whether this transaction inserted it. On PostgreSQL it first
+// bounds the transaction's lock waits to wait and takes its advisory lock
+// of (scope, key, fingerprint): a concurrent claim with the same
+// fingerprint holds it, which is ErrInFlight; see judgeBlocked for what
+// it proves otherwise.
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query, scope, key, fingerprint string, args ...any) (bool, error) {
+	if s.dialect == Postgres {
+		_, err := tx.ExecContext(ctx, s.query("postgres/claim_lock"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
+		if sqlState(err) == sqlStateLockTimeout {
+			return false, ErrInFlight
+		}
+		if err != nil {
+			return false, s.translate(err, "locking idempotency key "+key)
+		}
+	}
+	var token int64
+	err := tx.QueryRowContext(ctx, s.query(query), append([]any{scope, key, fingerprint}, args...)...).Scan(&token)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	case sqlState(err) == sqlStateLockTimeout:
+		return false, errBlocked
+	case err != nil:
+		return false, s.translate(err, "recording idempotency key "+key)
+	}
+	return true, nil
+}
+
+// complete stores resp as the key's answer, in tx, if token is still the
+// key's term; EFENCED otherwise.
+func (s *Store) complete(ctx context.Context, tx *sql.Tx, scope, key string, token int64, point string, data json.RawMessage, resp Response, ttl time.Duration) error {
+	var header, saved, body any
+	if len(resp.Header) > 0 {
+		b, err := json.Marshal(resp.Header)
+		if err != nil {
+			return baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
+		}
+		header = string(b)
+	}
+	if len(data) > 0 {
+		saved = string(data)
+	}
+	if len(resp.Body) > 0 {
+		body = resp.Body
+	}
+	res, err := tx.ExecContext(ctx, s.query("complete_key"), scope, key, token, point, saved,
+		resp.Status, header, body, ms(ttl))
+	if err != nil {
+		return s.translate(err, "storing the response of idempotency key "+key)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fenced(scope, key, token, point)
+	}
+	return nil
+}
+
+func fenced(scope, key string, token int64, step string) error {
+	return baton.Errorf(baton.EFENCED, "fenced: step %s of idempotency key %q (scope %q) under token %d rolled back: a newer term took the key over", step, key, scope, token)
+}

@@ -1,0 +1,6 @@
+-- Claim a key for Steps with the first term of its lease, committed at
+-- once: the row itself is the in-flight marker. No row back: the key exists.
+insert into @schema@.idempotency_keys (scope, key, fingerprint, state, token, lease_until, created_at, updated_at)
+values ($1, $2, $3, 'in_flight', 1, @after($4)@, @now@, @now@)
+on conflict (scope, key) do nothing
+returning token

@@ -1,0 +1,320 @@
+package idempotency
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Dialect is the SQL dialect of a store's database.
+type Dialect string
+
+const (
+	Postgres Dialect = "postgres"
+	SQLite   Dialect = "sqlite"
+)
+
+// State is where a key stands.
+type State string
+
+const (
+	// StateInFlight: Steps' key whose steps have not all committed. (Do's
+	// key is in flight only inside its own transaction, unseen by others.)
+	StateInFlight State = "in_flight"
+	// StateComplete: the response is stored; later calls replay it.
+	StateComplete State = "complete"
+)
+
+// PointStarted is the recovery point of a key whose first step has not
+// committed yet. No step may take the name.
+const PointStarted = "started"
+
+// Errors that callers act on. Both are returned as they are (test them with
+// errors.Is, or IsMismatch and IsInFlight); their codes give the CLI and
+// HTTP adapters a sensible default where they do not know them.
+var (
+	// ErrMismatch: the key was first used with another fingerprint, so this
+	// request is not a retry of that one (HTTP 422). EINVALID, because
+	// retrying it cannot succeed: a client must not retry it as it would
+	// a conflict.
+	ErrMismatch = &baton.Error{Code: baton.EINVALID, Field: "idempotency key",
+		Message: "the key was already used with a different request"}
+	// ErrInFlight: the key's first request has not finished (HTTP 409).
+	// EBUSY, as for a lease held elsewhere: try again later, with the same
+	// key.
+	ErrInFlight = &baton.Error{Code: baton.EBUSY, Field: "idempotency key",
+		Message: "a request with this key is still in progress"}
+)
+
+// IsMismatch reports whether err is (or wraps) ErrMismatch.
+func IsMismatch(err error) bool { return errors.Is(err, ErrMismatch) }
+
+// IsInFlight reports whether err is (or wraps) ErrInFlight.
+func IsInFlight(err error) bool { return errors.Is(err, ErrInFlight) }
+
+// Store keeps idempotency keys in the database of the business writes that
+// they guard: PostgreSQL (schema from migration 0005_idempotency of package
+// postgres) or SQLite (0003_idempotency of package sqlite). It runs the same
+// statements on both, written once in sql/ with a few macros that the
+// dialect fills in (see render), as package scheduler does.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	schema  string
+	q       map[string]string
+
+	// pauseBeforeStep, when set (by tests), runs before each step's
+	// transaction begins, after any renewal: where a GC pause or a
+	// SIGSTOP would leave a holder that believes it still holds its term.
+	pauseBeforeStep func(step string)
+}
+
+// NewStore wraps db, whose schema (package postgres's or sqlite's
+// migrations) is already current. schema is PostgreSQL's schema name
+// (postgres.DB.Schema()) and ignored for SQLite. db is typically
+// postgres.DB.SQL() or sqlite.DB.SQL(): the business writes of fn run on
+// the same database, in the same transaction as the key.
+func NewStore(db *sql.DB, d Dialect, schema string) *Store {
+	if d == SQLite {
+		schema = ""
+	}
+	s := &Store{db: db, dialect: d, schema: schema, q: map[string]string{}}
+	err := fs.WalkDir(sqlFiles, "sql", func(path string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := sqlFiles.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
+		s.q[name] = render(string(b), d, schema)
+		return nil
+	})
+	if err != nil { // compiled in: cannot fail at run time
+		panic("idempotency: loading embedded SQL: " + err.Error())
+	}
+	return s
+}
+
+var (
+	macroAfter = regexp.MustCompile(`@after\((\$\d+)\)@`)
+	positional = regexp.MustCompile(`\$(\d+)`)
+)
+
+// render fills in the dialect's macros: @schema@ (the schema prefix), @now@
+// (the store's clock) and @after($n)@ (the clock plus $n milliseconds).
+// SQLite's parameters are written ?n, since its $n are named, not
+// positional. (A copy of package scheduler's, less what these statements
+// do not use.)
+func render(q string, d Dialect, schema string) string {
+	if d == Postgres {
+		q = strings.ReplaceAll(q, "@schema@.", schema+".")
+		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
+		return macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
+	}
+	const now = "(cast(unixepoch('subsec') * 1000000 as integer))"
+	q = strings.ReplaceAll(q, "@schema@.", "")
+	q = strings.ReplaceAll(q, "@now@", now)
+	q = macroAfter.ReplaceAllString(q, "("+now+" + ${1} * 1000)")
+	return positional.ReplaceAllString(q, "?$1")
+}
+
+func (s *Store) query(name string) string {
+	q, ok := s.q[name]
+	if !ok {
+		panic("idempotency: no embedded SQL named " + name)
+	}
+	return q
+}
+
+// ts converts an instant to the dialect's parameter: a time for
+// PostgreSQL, microseconds since the epoch for SQLite.
+func (s *Store) ts(t time.Time) any {
+	if s.dialect == SQLite {
+		return t.UnixMicro()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// dbTime scans either dialect's instants (and NULL, as the zero time).
+type dbTime struct{ time.Time }
+
+func (t *dbTime) Scan(v any) error {
+	switch v := v.(type) {
+	case nil:
+		t.Time = time.Time{}
+	case time.Time:
+		t.Time = v.UTC()
+	case int64:
+		t.Time = time.UnixMicro(v).UTC()
+	default:
+		return fmt.Errorf("idempotency: cannot scan %T as an instant", v)
+	}
+	return nil
+}
+
+// ms is a duration as the milliseconds that @after($n)@ takes.
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// querier is what both *sql.DB and *sql.Tx offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// sqlState is the SQLSTATE of a PostgreSQL error (pgconn.PgError has the
+// method), "" for any other error: this package stays on database/sql and
+// needs no driver import to tell one code.
+func sqlState(err error) string {
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		return se.SQLState()
+	}
+	return ""
+}
+
+// sqlStateLockTimeout is PostgreSQL's lock_not_available: lock_timeout
+// expired while waiting for a lock.
+const sqlStateLockTimeout = "55P03"
+
+// translate turns driver errors into baton errors at this package's edge,
+// as package scheduler's does.
+func (s *Store) translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var be *baton.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: %s store did not answer in time", what, s.dialect)
+	}
+	switch code := sqlState(err); {
+	case code == "23505":
+		return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+	case code != "":
+		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+	}
+	msg := err.Error()
+	for _, transient := range []string{"connect", "connection", "conn closed", "SQLITE_BUSY", "database is locked", "unexpected EOF", "broken pipe"} {
+		if strings.Contains(msg, transient) {
+			return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+		}
+	}
+	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+}
+
+// lockKey names (scope, key, fingerprint) as a transaction-scoped advisory
+// lock of PostgreSQL; see doc.go for what it is for. The schema is part of
+// it so that two stores in one database do not share locks.
+func (s *Store) lockKey(scope, key, fingerprint string) int64 {
+	h := fnv.New64a()
+	for _, part := range []string{"baton.idempotency", s.schema, scope, key, fingerprint} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return int64(h.Sum64())
+}
+
+// Record is a key as the store holds it.
+type Record struct {
+	Scope         string          `json:"scope"`
+	Key           string          `json:"key"`
+	Fingerprint   string          `json:"fingerprint"`
+	State         State           `json:"state"`
+	RecoveryPoint string          `json:"recovery_point"`
+	Data          json.RawMessage `json:"data,omitempty"`
+	// Token is the term of Steps' lease (0 for Do's keys); LeaseUntil its
+	// end by the store's clock, zero once complete.
+	Token      int64     `json:"token"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Created    time.Time `json:"created"`
+	Updated    time.Time `json:"updated"`
+	Expires    time.Time `json:"expires,omitzero"` // set at completion
+	Response   *Response `json:"response,omitempty"`
+
+	leaseLive bool // by the store's clock, when read
+}
+
+// Get returns the record of (scope, key); ENOTFOUND when the store has none.
+func (s *Store) Get(ctx context.Context, scope, key string) (*Record, error) {
+	r, err := s.get(ctx, s.db, scope, key)
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "key", Message: fmt.Sprintf("no idempotency key %q in scope %q", key, scope)}
+	}
+	return r, nil
+}
+
+// get returns nil, nil when there is no such key.
+func (s *Store) get(ctx context.Context, q querier, scope, key string) (*Record, error) {
+	r := &Record{Scope: scope, Key: key}
+	var data, header sql.NullString
+	var status sql.NullInt64
+	var body []byte
+	var lease, created, updated, expires dbTime
+	err := q.QueryRowContext(ctx, s.query("get_key"), scope, key).Scan(&r.Fingerprint, &r.State, &r.RecoveryPoint,
+		&data, &r.Token, &lease, &r.leaseLive, &status, &header, &body, &created, &updated, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, s.translate(err, "reading idempotency key "+key)
+	}
+	if data.Valid {
+		r.Data = json.RawMessage(data.String)
+	}
+	r.LeaseUntil, r.Created, r.Updated, r.Expires = lease.Time, created.Time, updated.Time, expires.Time
+	if r.State == StateComplete {
+		r.Response = &Response{Status: int(status.Int64), Body: body}
+		if header.Valid {
+			if err := json.Unmarshal([]byte(header.String), &r.Response.Header); err != nil {
+				return nil, baton.Wrap(baton.EINTERNAL, err, "decoding the stored headers of idempotency key %s", key)
+			}
+		}
+	}
+	return r, nil
+}
+
+// Prune deletes completed keys whose retention (Policy.TTL, counted from
+// completion) ended before now, batch at a time, each batch a short
+// statement of its own so that no long transaction holds the table; it
+// returns how many it deleted. Keys in flight are kept. now is a parameter
+// so that tests can steer it; pass time.Now() (the hosts' clocks should
+// roughly agree with the store's: a skew of minutes only shifts retention).
+func (s *Store) Prune(ctx context.Context, now time.Time, batch int) (int, error) {
+	if batch <= 0 {
+		return 0, baton.Invalid("batch", "%d: want at least 1", batch)
+	}
+	total := 0
+	for {
+		res, err := s.db.ExecContext(ctx, s.query("prune_keys"), s.ts(now), batch)
+		if err != nil {
+			return total, s.translate(err, "pruning idempotency keys")
+		}
+		n, _ := res.RowsAffected()
+		total += int(n)
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
