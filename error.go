@@ -82,6 +82,7 @@ const (
 	ExitBusy        = 75  // EX_TEMPFAIL: not run, the lease is held elsewhere
 	ExitLeaseLost   = 76  // the lease was lost while the command ran; it was stopped
 	ExitFenced      = 77  // a write was refused: its fencing token is stale
+	ExitUnknown     = 78  // retries ran out with no answer to a write that may have arrived: the far side may have done it
 	ExitTimedOut    = 124 // as timeout(1): the run passed its time limit and was stopped
 )
 

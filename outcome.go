@@ -12,4 +12,9 @@ const (
 	OutcomeFenced         Outcome = "fenced"          // its write was refused: a newer term exists
 	OutcomeTimedOut       Outcome = "timed-out"       // stopped: it ran past its time limit
 	OutcomeError          Outcome = "error"           // baton could not run it (bad input, store unavailable)
+	// OutcomeUnknown: the command exited ExitUnknown. It sent a write that
+	// got no answer, so the far side may or may not have done it: reconcile,
+	// do not blindly re-run. A retry with the same idempotency key is safe
+	// only where the receiver keeps keys; the daemon does not retry it.
+	OutcomeUnknown Outcome = "unknown"
 )

@@ -97,7 +97,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		}
 		prev, attempts = term.Owner, attempt
 		ending := d.execute(j, c.Tick, term, attempt, log)
-		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && attempt <= j.Retries.Count {
+		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
 		ok, err = d.Store.Finish(bg, c.Tick, term.Owner, ending)
@@ -335,6 +335,10 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 		e.Outcome = baton.OutcomeSucceeded
 	case code == baton.ExitFenced:
 		e.Outcome, e.Reason = baton.OutcomeFenced, "the command exited 77: a write was refused for a stale fencing token"
+	case code == baton.ExitUnknown:
+		// Not retried: whether the write happened is for an operator (or a
+		// reconciling job) to find out; running it again may do it twice.
+		e.Outcome, e.Reason = baton.OutcomeUnknown, "the command exited 78: a write got no answer and the far side may have done it; reconcile before running it again"
 	case code == 127:
 		e.Outcome, e.Reason = baton.OutcomeFailed, "command not found: "+j.Command[0]
 	case code == 126:

@@ -8,7 +8,9 @@ package main_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	nethttp "net/http"
 	"net/http/httptest"
@@ -353,6 +355,13 @@ func descendantsOf(pid int) []int {
 func judge(t *testing.T, committed []int64, logPath string) chaosResult {
 	var r chaosResult
 	f, err := os.Open(logPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Neither writer got to write (on a loaded machine A may be frozen
+		// before its command starts, and B then waits past the trial):
+		// nothing to judge, and nothing stale accepted.
+		t.Logf("%s: no writer wrote", logPath)
+		return r
+	}
 	if err != nil {
 		t.Error(err)
 		return r

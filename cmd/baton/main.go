@@ -54,6 +54,7 @@ var commands = []struct {
 	{"run", "run a command under a job's lease (a drop-in for flock -n)", func(e *Env) Command { return &RunCommand{env: e} }},
 	{"leases", "list every lease with its holder, token and expiry", func(e *Env) Command { return &LeasesCommand{env: e} }},
 	{"put", "write stdin to a file only if this run's fencing token is current", func(e *Env) Command { return &PutCommand{env: e} }},
+	{"http", "send an HTTP write with an idempotency key, retrying it with the same key", func(e *Env) Command { return &HTTPCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
