@@ -25,8 +25,8 @@ Runs the jobs of a job file on their schedules. Any number of daemons may
 share one store: on one host the local store (flock leases, SQLite schedule
 in the lock directory), or PostgreSQL (--db) across a fleet. Each tick of
 each job runs once, on one daemon, and ends in exactly one recorded outcome:
-succeeded, failed, timed-out, skipped-overlap, skipped-missed, lost-lease or
-fenced (see 'baton runs').
+succeeded, failed, timed-out, skipped-overlap, skipped-missed, lost-lease,
+fenced or unknown (see 'baton runs').
 
 On start the daemon writes the file's job definitions to the store (each
 with its version, this host and the time); all daemons then schedule from

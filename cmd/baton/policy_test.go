@@ -226,7 +226,7 @@ func (s store) pauseAndSettle(t *testing.T, job string, within time.Duration) []
 
 var knownOutcomes = []baton.Outcome{
 	baton.OutcomeSucceeded, baton.OutcomeFailed, baton.OutcomeSkippedOverlap, baton.OutcomeSkippedMissed,
-	baton.OutcomeLostLease, baton.OutcomeFenced, baton.OutcomeTimedOut, baton.OutcomeError,
+	baton.OutcomeLostLease, baton.OutcomeFenced, baton.OutcomeTimedOut, baton.OutcomeError, baton.OutcomeUnknown,
 }
 
 // checkOneOutcome checks that every tick is done with one known outcome,

@@ -190,6 +190,10 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		return ExitError{baton.ExitTimedOut}
 	case res.ExitCode == 0:
 		rep.Outcome = baton.OutcomeSucceeded
+	case res.ExitCode == baton.ExitUnknown:
+		// baton http (or any tool that follows baton's exit statuses): the
+		// far side may or may not have done it.
+		rep.Outcome = baton.OutcomeUnknown
 	case res.ExitCode == baton.ExitFenced:
 		// The command's write was refused by a fence (baton put, or any
 		// tool that follows baton's exit statuses): a newer term exists.
