@@ -32,6 +32,10 @@ type Job struct {
 	DST       DSTPolicy         `json:"dst"`
 	Paused    bool              `json:"paused,omitempty"`
 	History   History           `json:"history"`
+	// KeyRetention is how long the receivers this job writes to keep its
+	// idempotency keys (as they say): baton warns when the job's retries
+	// may outlast it, since a retry after the key is forgotten writes again.
+	KeyRetention Duration `json:"key_retention,omitempty"`
 }
 
 // Overlap policies: what a tick does when the job's lease is held.

@@ -479,7 +479,7 @@ func distance(a, b string) int {
 var jobKeys = []string{
 	"name", "schedule", "timezone", "command", "env", "dir",
 	"ttl", "timeout", "kill_after", "jitter",
-	"overlap", "catchup", "retries", "dst", "paused", "history",
+	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
@@ -538,6 +538,13 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			p.catchup(v, field, &j)
 		case "retries":
 			p.retries(v, field, &j)
+		case "key_retention":
+			if d, ok := p.duration(v, field); ok {
+				if d <= 0 {
+					p.add(v, field, "must be positive")
+				}
+				j.KeyRetention = baton.Duration(d)
+			}
 		case "dst":
 			if p.kind(v, field, yaml.MappingNode, "a mapping {gap: shift|skip, repeat: once|both}") {
 				p.fields(v, field, []string{"gap", "repeat"}, func(key string, v *yaml.Node, field string) {

@@ -93,6 +93,9 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 		if _, err := Compile(j); err != nil {
 			return fmt.Errorf("job %s: %w", j.Name, err)
 		}
+		for _, w := range Warnings(j) {
+			d.Log.Warn("job definition", "job", j.Name, "warning", w)
+		}
 	}
 	changed, err := d.Store.Publish(ctx, jobs, d.Host, removed)
 	if err != nil {

@@ -131,3 +131,27 @@ func Backoff(j baton.Job, n int) time.Duration {
 	}
 	return min(d, j.Retries.MaxBackoff.D())
 }
+
+// RetryHorizon is how long after a tick's first attempt starts its last
+// retry may still write: every backoff, and every attempt's timeout when
+// the job has one (without one, an attempt's run time has no bound and
+// only the backoffs are counted).
+func RetryHorizon(j baton.Job) time.Duration {
+	j = j.WithDefaults()
+	var h time.Duration
+	for n := 1; n <= j.Retries.Count; n++ {
+		h += Backoff(j, n)
+	}
+	return h + time.Duration(j.Retries.Count+1)*j.Timeout.D()
+}
+
+// Warnings are what is legal in a job but likely wrong.
+func Warnings(j baton.Job) []string {
+	var w []string
+	if j.KeyRetention > 0 {
+		if h := RetryHorizon(j); h > j.KeyRetention.D() {
+			w = append(w, fmt.Sprintf("its retries may go on for %s, longer than key_retention %s: a retry after the receiver has forgotten the key writes again", h, j.KeyRetention))
+		}
+	}
+	return w
+}

@@ -120,3 +120,20 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+func TestRetryHorizonWarning(t *testing.T) {
+	j := baton.Job{Name: "j", Timeout: baton.Duration(time.Minute),
+		Retries: baton.Retries{Count: 3, Backoff: baton.Duration(time.Minute)}}
+	// backoffs 1m + 2m + 4m, and four attempts of at most 1m
+	if h := scheduler.RetryHorizon(j); h != 11*time.Minute {
+		t.Fatalf("horizon %s, want 11m", h)
+	}
+	j.KeyRetention = baton.Duration(time.Hour)
+	if w := scheduler.Warnings(j); len(w) != 0 {
+		t.Errorf("warned within retention: %q", w)
+	}
+	j.KeyRetention = baton.Duration(10 * time.Minute)
+	if w := scheduler.Warnings(j); len(w) != 1 || !strings.Contains(w[0], "key_retention 10m0s") {
+		t.Errorf("warnings %q", w)
+	}
+}

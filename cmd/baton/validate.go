@@ -16,7 +16,9 @@ Usage: baton validate [--json] FILE
 
 Checks a job file as 'baton daemon' would load it, without touching any
 store: every problem is listed with its line, column and field. A valid file
-prints each job with its version and its next tick.
+prints each job with its version and its next tick. Warnings (legal but
+likely wrong, e.g. retries that outlast key_retention) go to stderr and do
+not change the exit status.
 
 Exit status: 0 valid; 64 invalid file or usage error.
 `
@@ -34,6 +36,7 @@ type validatedJob struct {
 	Timezone string    `json:"timezone"`
 	NextTick time.Time `json:"next_tick,omitzero"`
 	Job      baton.Job `json:"job"`
+	Warnings []string  `json:"warnings,omitempty"`
 }
 
 // Run validates the file.
@@ -59,7 +62,10 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		out = append(out, validatedJob{Name: j.Name, Version: j.Version(), Schedule: j.Schedule,
-			Timezone: cmpOr(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j})
+			Timezone: cmpOr(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j, Warnings: scheduler.Warnings(j)})
+		for _, w := range scheduler.Warnings(j) {
+			fmt.Fprintf(c.env.Stderr, "baton validate: warning: job %s: %s\n", j.Name, w)
+		}
 	}
 	if c.json {
 		return printJSON(c.env.Stdout, struct {
