@@ -318,3 +318,27 @@ func (s *Store) Prune(ctx context.Context, now time.Time, batch int) (int, error
 		}
 	}
 }
+
+// PruneEvery prunes expired keys every interval, in batches of batch (each
+// its own short statement), until ctx is done: the background retention of
+// a receiver. Errors are passed to report (nil: ignored) and the next round
+// tries again. Now is the database's clock.
+func (s *Store) PruneEvery(ctx context.Context, every time.Duration, batch int, report func(error)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var now dbTime
+		err := s.db.QueryRowContext(ctx, render("select @now@", s.dialect, "")).Scan(&now)
+		if err == nil {
+			_, err = s.Prune(ctx, now.Time, batch)
+		}
+		if err != nil && report != nil && ctx.Err() == nil {
+			report(err)
+		}
+	}
+}

@@ -364,3 +364,34 @@ func TestPostgresQueryModes(t *testing.T) {
 		})
 	}
 }
+
+// The background pruner removes a key once its retention has passed.
+func TestPruneEvery(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, e env) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var runs counter
+		if _, _, err := e.store.Do(ctx, "s", "short-lived", "fp", Policy{TTL: 100 * time.Millisecond}, createOrder(&runs, "o", 201)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := e.store.Do(ctx, "s", "long-lived", "fp", Policy{}, createOrder(&runs, "p", 201)); err != nil {
+			t.Fatal(err)
+		}
+		go e.store.PruneEvery(ctx, 50*time.Millisecond, 10, func(err error) { t.Errorf("prune: %v", err) })
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := e.store.Get(ctx, "s", "short-lived")
+			if baton.ErrorCode(err) == baton.ENOTFOUND {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the expired key is still there: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if _, err := e.store.Get(ctx, "s", "long-lived"); err != nil {
+			t.Errorf("the unexpired key was pruned: %v", err)
+		}
+	})
+}
