@@ -488,15 +488,17 @@ func TestDoctorTimeouts(t *testing.T) {
 	admin := connect(t, dsn)
 	db := database(t, dsn)
 	role := newRole(t, admin, "")
-	mustExec(t, admin, "alter role "+role+" set idle_session_timeout = '30s'")
-	mustExec(t, admin, "alter role "+role+" in database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '2min'")
-
-	r := diagnose(t, postgres.ConnOptions{DSN: dsn, PoolIdle: time.Minute})
 	var version int
 	if err := admin.QueryRow(context.Background(), "select current_setting('server_version_num')::int").Scan(&version); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]bool{"statement_timeout": true, "idle_in_transaction_session_timeout": true, "idle_session_timeout": true, "transaction_timeout": version >= 170000}
+	if version >= 140000 { // idle_session_timeout is new in 14
+		mustExec(t, admin, "alter role "+role+" set idle_session_timeout = '30s'")
+	}
+	mustExec(t, admin, "alter role "+role+" in database "+pgx.Identifier{db}.Sanitize()+" set statement_timeout = '2min'")
+
+	r := diagnose(t, postgres.ConnOptions{DSN: dsn, PoolIdle: time.Minute})
+	want := map[string]bool{"statement_timeout": true, "idle_in_transaction_session_timeout": true, "idle_session_timeout": version >= 140000, "transaction_timeout": version >= 170000}
 	for _, tm := range r.Timeouts {
 		if tm.Scope == "server" {
 			if !want[tm.Name] {
@@ -510,9 +512,17 @@ func TestDoctorTimeouts(t *testing.T) {
 			t.Errorf("no server value of %s", name)
 		}
 	}
-	if !slices.Contains(r.Timeouts, postgres.TimeoutSetting{Name: "idle_session_timeout", Scope: "role", Role: role, Value: "30s", Ms: 30_000}) ||
-		!slices.Contains(r.Timeouts, postgres.TimeoutSetting{Name: "statement_timeout", Scope: "database+role", Database: db, Role: role, Value: "2min", Ms: 120_000}) {
+	if !slices.Contains(r.Timeouts, postgres.TimeoutSetting{Name: "statement_timeout", Scope: "database+role", Database: db, Role: role, Value: "2min", Ms: 120_000}) {
 		t.Errorf("timeouts %+v lack the role's settings", r.Timeouts)
+	}
+	if version < 140000 {
+		if _, ok := finding(r, "idle_session_timeout"); ok {
+			t.Errorf("an idle_session_timeout finding on %d, which has no such setting", version)
+		}
+		return
+	}
+	if !slices.Contains(r.Timeouts, postgres.TimeoutSetting{Name: "idle_session_timeout", Scope: "role", Role: role, Value: "30s", Ms: 30_000}) {
+		t.Errorf("timeouts %+v lack the role's idle_session_timeout", r.Timeouts)
 	}
 	f, _ := finding(r, "idle_session_timeout")
 	if f.Level != postgres.ConnWarning || !strings.Contains(f.Message, role) {
