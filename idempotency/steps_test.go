@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 )
 
 // stepCounts counts the runs of each step of orderSteps.
@@ -36,7 +37,7 @@ func orderSteps(d Dialect, dir, id string, n *stepCounts, h stepHooks) []Step {
 		Charge string `json:"charge,omitempty"`
 	}
 	insert := func(ctx context.Context, tx *sql.Tx, table string, token int64) error {
-		_, err := tx.ExecContext(ctx, render("insert into "+table+" (id, token) values ($1, $2)", d, ""), id, token)
+		_, err := tx.ExecContext(ctx, sqldialect.Render("insert into "+table+" (id, token) values ($1, $2)", d, ""), id, token)
 		return err
 	}
 	return []Step{

@@ -8,23 +8,22 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 )
 
 //go:embed sql
 var sqlFiles embed.FS
 
 // Dialect is the SQL dialect of a store's database.
-type Dialect string
+type Dialect = sqldialect.Dialect
 
 const (
-	Postgres Dialect = "postgres"
-	SQLite   Dialect = "sqlite"
+	Postgres = sqldialect.Postgres
+	SQLite   = sqldialect.SQLite
 )
 
 // State is where a key stands.
@@ -91,46 +90,12 @@ func NewStore(db *sql.DB, d Dialect, schema string) *Store {
 	if d == SQLite {
 		schema = ""
 	}
-	s := &Store{db: db, dialect: d, schema: schema, q: map[string]string{}}
-	err := fs.WalkDir(sqlFiles, "sql", func(path string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := sqlFiles.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
-		s.q[name] = render(string(b), d, schema)
-		return nil
-	})
+	q, err := sqldialect.Load(sqlFiles, "sql", d, schema)
 	if err != nil { // compiled in: cannot fail at run time
 		panic("idempotency: loading embedded SQL: " + err.Error())
 	}
+	s := &Store{db: db, dialect: d, schema: schema, q: q}
 	return s
-}
-
-var (
-	macroAfter = regexp.MustCompile(`@after\((\$\d+)\)@`)
-	positional = regexp.MustCompile(`\$(\d+)`)
-)
-
-// render fills in the dialect's macros: @schema@ (the schema prefix), @now@
-// (the store's clock) and @after($n)@ (the clock plus $n milliseconds).
-// SQLite's parameters are written ?n, since its $n are named, not
-// positional. (A copy of package scheduler's, less what these statements
-// do not use.)
-func render(q string, d Dialect, schema string) string {
-	if d == Postgres {
-		q = strings.ReplaceAll(q, "@schema@.", schema+".")
-		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
-		return macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
-	}
-	const now = "(cast(unixepoch('subsec') * 1000000 as integer))"
-	q = strings.ReplaceAll(q, "@schema@.", "")
-	q = strings.ReplaceAll(q, "@now@", now)
-	q = macroAfter.ReplaceAllString(q, "("+now+" + ${1} * 1000)")
-	return positional.ReplaceAllString(q, "?$1")
 }
 
 func (s *Store) query(name string) string {
@@ -141,31 +106,11 @@ func (s *Store) query(name string) string {
 	return q
 }
 
-// ts converts an instant to the dialect's parameter: a time for
-// PostgreSQL, microseconds since the epoch for SQLite.
-func (s *Store) ts(t time.Time) any {
-	if s.dialect == SQLite {
-		return t.UnixMicro()
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// ts converts an instant to the dialect's parameter.
+func (s *Store) ts(t time.Time) any { return sqldialect.Param(s.dialect, t) }
 
 // dbTime scans either dialect's instants (and NULL, as the zero time).
-type dbTime struct{ time.Time }
-
-func (t *dbTime) Scan(v any) error {
-	switch v := v.(type) {
-	case nil:
-		t.Time = time.Time{}
-	case time.Time:
-		t.Time = v.UTC()
-	case int64:
-		t.Time = time.UnixMicro(v).UTC()
-	default:
-		return fmt.Errorf("idempotency: cannot scan %T as an instant", v)
-	}
-	return nil
-}
+type dbTime = sqldialect.Time
 
 // ms is a duration as the milliseconds that @after($n)@ takes.
 func ms(d time.Duration) int64 { return d.Milliseconds() }
@@ -333,7 +278,7 @@ func (s *Store) PruneEvery(ctx context.Context, every time.Duration, batch int, 
 		case <-t.C:
 		}
 		var now dbTime
-		err := s.db.QueryRowContext(ctx, render("select @now@", s.dialect, "")).Scan(&now)
+		err := s.db.QueryRowContext(ctx, sqldialect.Render("select @now@", s.dialect, "")).Scan(&now)
 		if err == nil {
 			_, err = s.Prune(ctx, now.Time, batch)
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/internal/sqldialect"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/sqlite"
 )
@@ -55,7 +56,7 @@ func (e env) server() *Store { return NewStore(e.db, e.dialect, e.schema) }
 // exec runs business SQL written with $n parameters.
 func (e env) exec(t *testing.T, q string, args ...any) {
 	t.Helper()
-	if _, err := e.db.ExecContext(context.Background(), render(q, e.dialect, ""), args...); err != nil {
+	if _, err := e.db.ExecContext(context.Background(), sqldialect.Render(q, e.dialect, ""), args...); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -63,7 +64,7 @@ func (e env) exec(t *testing.T, q string, args ...any) {
 func (e env) count(t *testing.T, q string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := e.db.QueryRowContext(context.Background(), render(q, e.dialect, ""), args...).Scan(&n); err != nil {
+	if err := e.db.QueryRowContext(context.Background(), sqldialect.Render(q, e.dialect, ""), args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
@@ -146,7 +147,7 @@ func child(mode string) int {
 	switch mode {
 	case "do":
 		_, _, err = s.Do(ctx, "orders", key, "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
-			if _, err := tx.ExecContext(ctx, render("insert into orders (id, token) values ($1, 0)", d, ""), key); err != nil {
+			if _, err := tx.ExecContext(ctx, sqldialect.Render("insert into orders (id, token) values ($1, 0)", d, ""), key); err != nil {
 				return Response{}, err
 			}
 			stall()

@@ -7,29 +7,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 )
 
 //go:embed sql
 var sqlFiles embed.FS
 
 // Dialect is the SQL dialect of a store's database.
-type Dialect string
+type Dialect = sqldialect.Dialect
 
 const (
-	Postgres Dialect = "postgres"
-	SQLite   Dialect = "sqlite"
+	Postgres = sqldialect.Postgres
+	SQLite   = sqldialect.SQLite
 )
 
 // Store is the durable schedule: job definitions with their next tick, the
 // ticks with their outcomes, and each tick's attempts. It runs the same
 // statements on PostgreSQL and SQLite, written once in sql/ with a few
-// macros that the dialect fills in (see render).
+// macros that the dialect fills in (see internal/sqldialect).
 type Store struct {
 	db      *sql.DB
 	dialect Dialect
@@ -40,53 +39,12 @@ type Store struct {
 // migrations) is already current. schema is PostgreSQL's schema name and
 // ignored for SQLite.
 func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
-	s := &Store{db: db, dialect: dialect, q: map[string]string{}}
-	err := fs.WalkDir(sqlFiles, "sql", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := sqlFiles.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
-		s.q[name] = render(string(b), dialect, schema)
-		return nil
-	})
+	q, err := sqldialect.Load(sqlFiles, "sql", dialect, schema)
 	if err != nil { // compiled in: cannot fail at run time
 		panic("scheduler: loading embedded SQL: " + err.Error())
 	}
+	s := &Store{db: db, dialect: dialect, q: q}
 	return s
-}
-
-var (
-	macroAfter  = regexp.MustCompile(`@after\((\$\d+)\)@`)
-	macroBefore = regexp.MustCompile(`@before\((\$\d+)\)@`)
-	positional  = regexp.MustCompile(`\$(\d+)`)
-)
-
-// render fills in the dialect's macros: @schema@ (the schema prefix), @now@
-// (the store's clock), @after($n)@ and @before($n)@ (the clock plus or
-// minus $n milliseconds), @skip_locked@ and @for_update@ (row locks, which
-// SQLite does without: its write transactions are exclusive). SQLite's
-// parameters are written ?n, since its $n are named, not positional.
-func render(q string, d Dialect, schema string) string {
-	if d == Postgres {
-		q = strings.ReplaceAll(q, "@schema@.", schema+".")
-		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
-		q = macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
-		q = macroBefore.ReplaceAllString(q, "(clock_timestamp() - ${1} * interval '1 millisecond')")
-		q = strings.ReplaceAll(q, "@skip_locked@", "for update skip locked")
-		return strings.ReplaceAll(q, "@for_update@", "for update")
-	}
-	const now = "(cast(unixepoch('subsec') * 1000000 as integer))"
-	q = strings.ReplaceAll(q, "@schema@.", "")
-	q = strings.ReplaceAll(q, "@now@", now)
-	q = macroAfter.ReplaceAllString(q, "("+now+" + ${1} * 1000)")
-	q = macroBefore.ReplaceAllString(q, "("+now+" - ${1} * 1000)")
-	q = strings.ReplaceAll(q, "@skip_locked@", "")
-	q = strings.ReplaceAll(q, "@for_update@", "")
-	return positional.ReplaceAllString(q, "?$1")
 }
 
 func (s *Store) query(name string) string {
@@ -97,34 +55,11 @@ func (s *Store) query(name string) string {
 	return q
 }
 
-// ts converts an instant to the dialect's parameter: a time for
-// PostgreSQL, microseconds since the epoch for SQLite. The zero time is NULL.
-func (s *Store) ts(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	if s.dialect == SQLite {
-		return t.UnixMicro()
-	}
-	return t.UTC().Truncate(time.Microsecond)
-}
+// ts converts an instant to the dialect's parameter (zero: NULL).
+func (s *Store) ts(t time.Time) any { return sqldialect.Param(s.dialect, t) }
 
 // dbTime scans either dialect's instants (and NULL, as the zero time).
-type dbTime struct{ time.Time }
-
-func (t *dbTime) Scan(v any) error {
-	switch v := v.(type) {
-	case nil:
-		t.Time = time.Time{}
-	case time.Time:
-		t.Time = v.UTC()
-	case int64:
-		t.Time = time.UnixMicro(v).UTC()
-	default:
-		return fmt.Errorf("scheduler: cannot scan %T as an instant", v)
-	}
-	return nil
-}
+type dbTime = sqldialect.Time
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
