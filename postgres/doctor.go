@@ -1158,7 +1158,7 @@ func (d *doctor) readSessions(ctx context.Context) error {
 		for i := range st.Databases {
 			cur := &st.Databases[i]
 			old, ok := prev.Databases[cur.Database]
-			if !ok || !sameTime(old.StatsReset, cur.StatsReset) || cur.Sessions < old.Sessions {
+			if !ok || statsReset(old, cur.SessionCounts, cur.StatsReset) {
 				continue
 			}
 			delta := SessionCounts{
@@ -1183,6 +1183,19 @@ func (d *doctor) readSessions(ctx context.Context) error {
 		d.findShort(ConnUnknown, "state", "cannot write the --state file", "cannot write %s: %v", d.opt.StateFile, err)
 	}
 	return nil
+}
+
+// statsReset says whether a database's counters were reset between two
+// runs, so that no delta can be told. A stats_reset that was NULL and is
+// now set is no reset by itself: PostgreSQL (14 and 15 at least) sets it
+// lazily, once the database's statistics entry is first written; counters
+// that went down are.
+func statsReset(old stateDatabase, cur SessionCounts, curReset *time.Time) bool {
+	down := cur.Sessions < old.Sessions || cur.Fatal < old.Fatal || cur.Killed < old.Killed || cur.Abandoned < old.Abandoned
+	if old.StatsReset == nil {
+		return down
+	}
+	return down || !sameTime(old.StatsReset, curReset)
 }
 
 func sameTime(a, b *time.Time) bool {
