@@ -58,9 +58,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +67,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/internal/testproc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -217,13 +216,13 @@ func Start(t testing.TB) *Bouncer {
 	if err != nil {
 		t.Fatalf("bouncertest: the cluster's DSN: %v", err)
 	}
-	cred, err := credential()
+	cred, err := testproc.PostgresUser("bouncertest: pgbouncer")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Not t.TempDir: when pgbouncer runs as postgres, the directory and
 	// every ancestor must be open to that user.
-	dir, err := os.MkdirTemp(tempParent(cred != nil), "bouncertest-")
+	dir, err := os.MkdirTemp(testproc.TempParent(cred != nil), "bouncertest-")
 	if err != nil {
 		t.Fatalf("bouncertest: %v", err)
 	}
@@ -242,7 +241,7 @@ func Start(t testing.TB) *Bouncer {
 	// which another process can take it; a start that fails to bind is
 	// retried on a new port.
 	for attempt := 0; ; attempt++ {
-		if b.port, err = freePort(); err != nil {
+		if b.port, err = testproc.FreePort(); err != nil {
 			t.Fatalf("bouncertest: pick a port: %v", err)
 		}
 		err = b.start(bin, cred, server)
@@ -313,7 +312,7 @@ func (b *Bouncer) start(bin string, cred *syscall.Credential, server *pgx.ConnCo
 	// If the test binary dies without running the cleanup, the kernel kills
 	// pgbouncer, and its server connections close with it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Credential: cred}
-	if err := launch(cmd); err != nil {
+	if err := testproc.Start(cmd); err != nil {
 		return fmt.Errorf("start %s: %v", bin, err)
 	}
 	exited := make(chan struct{})
@@ -400,24 +399,6 @@ func findBinary() (string, error) {
 	return "", errors.New("bouncertest: no pgbouncer binary found (looked on PATH, in /usr/sbin, /usr/local/sbin and /usr/bin): install it (Debian: apt-get install -y pgbouncer)")
 }
 
-// credential returns the user to run pgbouncer as when we are root, which
-// pgbouncer refuses to be; nil otherwise.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("bouncertest: running as root, and pgbouncer refuses to run as root: create an unprivileged system user named postgres (Debian: adduser --system --group postgres, or install the postgresql package) or run the tests as a non-root user (%v)", err)
-	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("bouncertest: user postgres has a non-numeric uid %q or gid %q", u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
 func chown(cred *syscall.Credential, paths ...string) error {
 	if cred == nil {
 		return nil
@@ -430,37 +411,10 @@ func chown(cred *syscall.Credential, paths ...string) error {
 	return nil
 }
 
-// tempParent returns os.TempDir, or /tmp when pgbouncer runs as another user
-// and some ancestor of os.TempDir is closed to others.
-func tempParent(asOtherUser bool) string {
-	parent := os.TempDir()
-	if !asOtherUser {
-		return parent
-	}
-	for p := parent; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return "/tmp"
-		}
-		if p == filepath.Dir(p) {
-			return parent
-		}
-	}
-}
-
 // quoteUserlist quotes s for PgBouncer's auth_file: in double quotes, with
 // double quotes doubled.
 func quoteUserlist(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // tail returns the end of a log, for error messages.
@@ -473,33 +427,4 @@ func tail(s string) string {
 		}
 	}
 	return s
-}
-
-// launcher starts processes from one OS thread that never exits, as pgtest
-// does for the server: the kernel sends the parent-death signal when the
-// thread that forked the child exits, not the process
-// (https://go.dev/issue/27505), and the Go runtime may retire an ordinary
-// goroutine's thread at any time.
-var launcher = sync.OnceValue(func() chan<- launchRequest {
-	reqs := make(chan launchRequest)
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked and never returns: the thread lives as long as the
-		// process.
-		for r := range reqs {
-			r.done <- r.cmd.Start()
-		}
-	}()
-	return reqs
-})
-
-type launchRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func launch(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	launcher() <- launchRequest{cmd: cmd, done: done}
-	return <-done
 }

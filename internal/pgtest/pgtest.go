@@ -43,9 +43,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +53,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/internal/testproc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -347,17 +346,9 @@ func versionLess(a, b string) bool {
 
 // init creates the temporary directory and runs initdb in it.
 func (c *cluster) init() error {
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return fmt.Errorf("pgtest: running as root, and initdb refuses to run as root: create an unprivileged system user named postgres (Debian: adduser --system --group postgres, or install the postgresql package) or run the tests as a non-root user (%v)", err)
-		}
-		uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-		gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-		if err1 != nil || err2 != nil {
-			return fmt.Errorf("pgtest: user postgres has a non-numeric uid %q or gid %q", u.Uid, u.Gid)
-		}
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	var err error
+	if c.cred, err = testproc.PostgresUser("pgtest: initdb"); err != nil {
+		return err
 	}
 
 	// Not t.TempDir: the cluster outlives the test that started it.
@@ -402,21 +393,10 @@ func (c *cluster) init() error {
 // postgres user every ancestor must be searchable by it; /tmp satisfies both
 // when $TMPDIR does not.
 func tempParent(asOtherUser bool) string {
-	parent := os.TempDir()
+	parent := testproc.TempParent(asOtherUser)
 	// "pgtest-" + 10 random digits + "/.s.PGSQL.65535"
 	if len(parent)+len("/pgtest-1234567890/.s.PGSQL.65535") > 107 {
 		return "/tmp"
-	}
-	if asOtherUser {
-		for p := parent; ; p = filepath.Dir(p) {
-			fi, err := os.Stat(p)
-			if err != nil || fi.Mode().Perm()&0o001 == 0 {
-				return "/tmp"
-			}
-			if p == filepath.Dir(p) {
-				break
-			}
-		}
 	}
 	return parent
 }
@@ -438,7 +418,7 @@ func (c *cluster) prepare(cmd *exec.Cmd) {
 func (c *cluster) startFresh() error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		c.port, err = freePort()
+		c.port, err = testproc.FreePort()
 		if err != nil {
 			return fmt.Errorf("pgtest: pick a port: %v", err)
 		}
@@ -448,15 +428,6 @@ func (c *cluster) startFresh() error {
 		}
 	}
 	return err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // start runs postgres as a child and waits until it accepts connections.
@@ -487,7 +458,7 @@ func (c *cluster) start() error {
 	cmd.Stdout = c.logFd
 	cmd.Stderr = c.logFd
 
-	if err := launch(cmd); err != nil {
+	if err := testproc.Start(cmd); err != nil {
 		return fmt.Errorf("pgtest: start postgres: %v", err)
 	}
 	exited := make(chan struct{})
@@ -503,34 +474,6 @@ func (c *cluster) start() error {
 		return fmt.Errorf("pgtest: postgres did not start: %v\n--- %s (tail) ---\n%s", err, c.logPath, c.logTail())
 	}
 	return nil
-}
-
-// launcher starts processes from one OS thread that never exits. The kernel
-// sends the parent-death signal when the thread that forked the child exits,
-// not the process (https://go.dev/issue/27505), and the Go runtime may retire
-// an ordinary goroutine's thread at any time.
-var launcher = sync.OnceValue(func() chan<- launchRequest {
-	reqs := make(chan launchRequest)
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked and never returns: the thread lives as long as the
-		// process.
-		for r := range reqs {
-			r.done <- r.cmd.Start()
-		}
-	}()
-	return reqs
-})
-
-type launchRequest struct {
-	cmd  *exec.Cmd
-	done chan error
-}
-
-func launch(cmd *exec.Cmd) error {
-	done := make(chan error, 1)
-	launcher() <- launchRequest{cmd: cmd, done: done}
-	return <-done
 }
 
 // waitReady connects until the server answers, it exits, or time runs out.
