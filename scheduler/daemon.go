@@ -322,7 +322,13 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 		hctx, cancel := context.WithTimeout(ctx, every)
 		err := d.Store.RenewClaims(hctx, d.ID, d.ClaimTTL)
 		if err == nil {
-			err = d.register(hctx)
+			// The versions of a large file are sent only when they change
+			// (Load); a heartbeat updates the time, and registers again only
+			// if the row is gone.
+			var ok bool
+			if ok, err = d.Store.Touch(hctx, d.ID); err == nil && !ok {
+				err = d.register(hctx)
+			}
 		}
 		if err == nil {
 			err = d.checkDrift(hctx)

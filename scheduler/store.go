@@ -727,6 +727,17 @@ func (s *Store) Register(ctx context.Context, d DaemonInfo) error {
 	return s.translate(err, "registering daemon")
 }
 
+// Touch records that a registered daemon is alive; false when it is not
+// registered (any more).
+func (s *Store) Touch(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.query("touch_daemon"), id)
+	if err != nil {
+		return false, s.translate(err, "touching daemon")
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
 // Unregister removes a daemon that is stopping.
 func (s *Store) Unregister(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, s.query("delete_daemon"), id)
