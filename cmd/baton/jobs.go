@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -101,7 +102,7 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		if !r.NextTick.IsZero() {
 			next = r.NextTick.Format(time.RFC3339)
 		}
-		last := cmpOr(string(r.LastOutcome), "-")
+		last := cmp.Or(string(r.LastOutcome), "-")
 		success := "never"
 		if r.SuccessAge != "" {
 			success = r.SuccessAge + " ago"
@@ -115,7 +116,7 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		}
 		sort.Strings(r.Drift)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job.Name, sched, next, last, success, state,
-			cmpOr(strings.Join(r.Drift, "; "), "-"))
+			cmp.Or(strings.Join(r.Drift, "; "), "-"))
 	}
 	return tw.Flush()
 }

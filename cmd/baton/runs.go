@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -106,15 +107,15 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 			token = fmt.Sprint(r.Token)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Tick.Job, baton.FormatTick(r.At), r.Kind,
-			r.State, cmpOr(string(r.Outcome), "-"), r.Attempts, cmpOr(r.Host, "-"), token, exit, dur,
-			cmpOr(strings.ReplaceAll(r.Reason, "\n", " "), "-"))
+			r.State, cmp.Or(string(r.Outcome), "-"), r.Attempts, cmp.Or(r.Host, "-"), token, exit, dur,
+			cmp.Or(strings.ReplaceAll(r.Reason, "\n", " "), "-"))
 		for _, a := range r.AttemptList {
 			code := "-"
 			if a.ExitCode != nil {
 				code = fmt.Sprint(*a.ExitCode)
 			}
-			fmt.Fprintf(tw, "\t  attempt %d\t\t\t%s\t\t%s\t%d\t%s\t\t%s\n", a.Attempt, cmpOr(string(a.Outcome), "running"),
-				a.Host, a.Token, code, cmpOr(a.Reason, "-"))
+			fmt.Fprintf(tw, "\t  attempt %d\t\t\t%s\t\t%s\t%d\t%s\t\t%s\n", a.Attempt, cmp.Or(string(a.Outcome), "running"),
+				a.Host, a.Token, code, cmp.Or(a.Reason, "-"))
 		}
 	}
 	return tw.Flush()

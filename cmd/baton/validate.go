@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"text/tabwriter"
@@ -62,7 +63,7 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		out = append(out, validatedJob{Name: j.Name, Version: j.Version(), Schedule: j.Schedule,
-			Timezone: cmpOr(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j, Warnings: scheduler.Warnings(j)})
+			Timezone: cmp.Or(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j, Warnings: scheduler.Warnings(j)})
 		for _, w := range scheduler.Warnings(j) {
 			fmt.Fprintf(c.env.Stderr, "baton validate: warning: job %s: %s\n", j.Name, w)
 		}
@@ -88,11 +89,4 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Version, v.Schedule, v.Timezone, next)
 	}
 	return tw.Flush()
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
