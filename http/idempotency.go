@@ -158,25 +158,8 @@ func (m *Idempotency) Wrap(next nethttp.Handler) nethttp.Handler {
 				next.ServeHTTP(rec, req)
 				return idempotency.Response{Status: rec.status, Header: rec.header, Body: rec.body.Bytes()}, nil
 			})
-		switch {
-		case errors.Is(err, idempotency.ErrMismatch):
-			m.problem(w, r, ProblemKeyReused, nethttp.StatusUnprocessableEntity, "Idempotency-Key reused",
-				"this Idempotency-Key was used with another request (method, path, body or headers differ); use a new key for a new request")
-			return
-		case errors.Is(err, idempotency.ErrInFlight):
-			w.Header().Set("Retry-After", "1")
-			m.problem(w, r, ProblemKeyInFlight, nethttp.StatusConflict, "Request in flight",
-				"the first request with this Idempotency-Key is still being processed; retry later")
-			return
-		case err != nil:
-			status := nethttp.StatusInternalServerError
-			code := baton.ErrorCode(err)
-			if code == baton.EUNAVAILABLE {
-				status = nethttp.StatusServiceUnavailable
-			}
-			m.logf("idempotency: %s %s: %v", r.Method, r.URL.Path, err)
-			m.problem(w, r, ProblemType(code), status, problemTitles[code],
-				"the request was not processed; retrying with the same Idempotency-Key is safe")
+		if err != nil {
+			WriteIdempotencyError(w, r, err, m.Log)
 			return
 		}
 		h := w.Header()
@@ -208,15 +191,43 @@ func (m *Idempotency) fingerprint(r *nethttp.Request, body []byte) string {
 }
 
 func (m *Idempotency) problem(w nethttp.ResponseWriter, r *nethttp.Request, typ string, status int, title, detail string) {
+	WriteTypedProblem(w, r, typ, status, title, detail)
+}
+
+// WriteTypedProblem answers with a problem of type typ (one of the
+// Problem* constants of this package), its instance the request's path.
+// Handlers that take keys themselves (around idempotency.Store.Steps, say)
+// answer with it as the middleware does.
+func WriteTypedProblem(w nethttp.ResponseWriter, r *nethttp.Request, typ string, status int, title, detail string) {
 	writeProblem(w, &Problem{Type: typ, Title: title, Status: status, Detail: detail, Instance: r.URL.Path})
 }
 
-func (m *Idempotency) logf(format string, args ...any) {
-	log := m.Log
-	if log == nil {
-		log = slog.Default()
+// WriteIdempotencyError answers an error of idempotency.Store's Do or
+// Steps as the middleware does: 422 for a key reused with another request,
+// 409 with Retry-After while the key's first request is in flight, and 503
+// (store unavailable) or 500 otherwise, logged to log (nil: slog.Default).
+func WriteIdempotencyError(w nethttp.ResponseWriter, r *nethttp.Request, err error, log *slog.Logger) {
+	switch {
+	case errors.Is(err, idempotency.ErrMismatch):
+		WriteTypedProblem(w, r, ProblemKeyReused, nethttp.StatusUnprocessableEntity, "Idempotency-Key reused",
+			"this Idempotency-Key was used with another request (method, path, body or headers differ); use a new key for a new request")
+	case errors.Is(err, idempotency.ErrInFlight):
+		w.Header().Set("Retry-After", "1")
+		WriteTypedProblem(w, r, ProblemKeyInFlight, nethttp.StatusConflict, "Request in flight",
+			"the first request with this Idempotency-Key is still being processed; retry later")
+	default:
+		status := nethttp.StatusInternalServerError
+		code := baton.ErrorCode(err)
+		if code == baton.EUNAVAILABLE {
+			status = nethttp.StatusServiceUnavailable
+		}
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error(fmt.Sprintf("idempotency: %s %s: %v", r.Method, r.URL.Path, err))
+		WriteTypedProblem(w, r, ProblemType(code), status, problemTitles[code],
+			"the request was not processed; retrying with the same Idempotency-Key is safe")
 	}
-	log.Error(fmt.Sprintf(format, args...))
 }
 
 // ParseIdempotencyKey reads an Idempotency-Key header value: one

@@ -234,17 +234,17 @@ type payment struct {
 func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 	values := r.Header.Values(batonhttp.IdempotencyKeyHeader)
 	if len(values) == 0 {
-		problem(w, batonhttp.ProblemKeyMissing, http.StatusBadRequest, "Idempotency-Key missing", "a payment needs an Idempotency-Key header")
+		batonhttp.WriteTypedProblem(w, r, batonhttp.ProblemKeyMissing, http.StatusBadRequest, "Idempotency-Key missing", "a payment needs an Idempotency-Key header")
 		return
 	}
 	key, err := batonhttp.ParseIdempotencyKey(strings.Join(values, ", "))
 	if err != nil {
-		problem(w, batonhttp.ProblemKeyInvalid, http.StatusBadRequest, "Invalid Idempotency-Key", err.Error())
+		batonhttp.WriteTypedProblem(w, r, batonhttp.ProblemKeyInvalid, http.StatusBadRequest, "Invalid Idempotency-Key", err.Error())
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
-		problem(w, batonhttp.ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", err.Error())
+		batonhttp.WriteTypedProblem(w, r, batonhttp.ProblemBodyTooLarge, http.StatusRequestEntityTooLarge, "Request body too large", err.Error())
 		return
 	}
 	var p payment
@@ -256,19 +256,10 @@ func (a *app) createPayment(w http.ResponseWriter, r *http.Request) {
 	fingerprint := sha256.Sum256(body)
 	resp, replayed, err := a.keys.Steps(r.Context(), "POST /payments", key, hex.EncodeToString(fingerprint[:]),
 		idempotency.Policy{}, a.cfg.lease, a.paySteps(p))
-	switch {
-	case idempotency.IsMismatch(err):
-		problem(w, batonhttp.ProblemKeyReused, http.StatusUnprocessableEntity, "Idempotency-Key reused",
-			"this Idempotency-Key was used with another payment; use a new key for a new payment")
-		return
-	case idempotency.IsInFlight(err):
-		// Also after a crash, until the dead server's lease ends.
-		w.Header().Set("Retry-After", "1")
-		problem(w, batonhttp.ProblemKeyInFlight, http.StatusConflict, "Request in flight",
-			"a payment with this Idempotency-Key is in progress; retry later")
-		return
-	case err != nil:
-		a.fail(w, r, err)
+	if err != nil {
+		// As the middleware answers /orders: clients (IdempotentTransport
+		// among them) read both routes' answers alike.
+		batonhttp.WriteIdempotencyError(w, r, err, nil)
 		return
 	}
 	if !replayed {
@@ -365,14 +356,4 @@ func (a *app) crashIfAfter(point string) {
 func (a *app) fail(w http.ResponseWriter, r *http.Request, err error) {
 	log.Printf("%s %s: %v", r.Method, r.URL.Path, err)
 	batonhttp.WriteError(w, err, nil)
-}
-
-// problem answers with one of the middleware's problem types, so that
-// clients (batonhttp.IdempotentTransport among them) read /payments'
-// answers as they read those of /orders.
-func problem(w http.ResponseWriter, typ string, status int, title, detail string) {
-	b, _ := json.Marshal(&batonhttp.Problem{Type: typ, Title: title, Status: status, Detail: detail})
-	w.Header().Set("Content-Type", batonhttp.ProblemContentType)
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
 }
