@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 )
 
 // Response is what is stored and replayed: for HTTP, the status, headers and
@@ -209,7 +210,7 @@ func (s *Store) unboundLockWaits(ctx context.Context, tx *sql.Tx) error {
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query, scope, key, fingerprint string, args ...any) (bool, error) {
 	if s.dialect == Postgres {
 		_, err := tx.ExecContext(ctx, s.query("postgres/claim_lock"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
-		if sqlState(err) == sqlStateLockTimeout {
+		if sqldialect.SQLState(err) == sqlStateLockTimeout {
 			return false, ErrInFlight
 		}
 		if err != nil {
@@ -221,7 +222,7 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return false, nil
-	case sqlState(err) == sqlStateLockTimeout:
+	case sqldialect.SQLState(err) == sqlStateLockTimeout:
 		return false, errBlocked
 	case err != nil:
 		return false, s.translate(err, "recording idempotency key "+key)

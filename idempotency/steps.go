@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 )
 
 // Step is one transaction of multi-step work (see Steps).
@@ -220,7 +221,7 @@ func (s *Store) acquire(ctx context.Context, scope, key, fingerprint string, p P
 	var data sql.NullString
 	err = tx.QueryRowContext(ctx, s.query("take_over"), scope, key, fingerprint, ms(lease)).Scan(&t.token, &t.point, &data)
 	switch {
-	case sqlState(err) == sqlStateLockTimeout: // a step of the holder is committing
+	case sqldialect.SQLState(err) == sqlStateLockTimeout: // a step of the holder is committing
 		return nil, Response{}, false, ErrInFlight
 	case errors.Is(err, sql.ErrNoRows): // a mismatch, or someone else's meanwhile
 		r, err := s.get(ctx, tx, scope, key)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -124,14 +123,6 @@ type querier interface {
 // sqlState is the SQLSTATE of a PostgreSQL error (pgconn.PgError has the
 // method), "" for any other error: this package stays on database/sql and
 // needs no driver import to tell one code.
-func sqlState(err error) string {
-	var se interface{ SQLState() string }
-	if errors.As(err, &se) {
-		return se.SQLState()
-	}
-	return ""
-}
-
 // sqlStateLockTimeout is PostgreSQL's lock_not_available: lock_timeout
 // expired while waiting for a lock.
 const sqlStateLockTimeout = "55P03"
@@ -139,31 +130,7 @@ const sqlStateLockTimeout = "55P03"
 // translate turns driver errors into baton errors at this package's edge,
 // as package scheduler's does.
 func (s *Store) translate(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	var be *baton.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: %s store did not answer in time", what, s.dialect)
-	}
-	switch code := sqlState(err); {
-	case code == "23505":
-		return baton.Wrap(baton.ECONFLICT, err, "%s", what)
-	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):
-		return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
-	case code != "":
-		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
-	}
-	msg := err.Error()
-	for _, transient := range []string{"connect", "connection", "conn closed", "SQLITE_BUSY", "database is locked", "unexpected EOF", "broken pipe"} {
-		if strings.Contains(msg, transient) {
-			return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
-		}
-	}
-	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+	return sqldialect.Translate(err, s.dialect, what)
 }
 
 // lockKey names (scope, key, fingerprint) as a transaction-scoped advisory

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -85,26 +84,8 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 }
 
 // translate turns driver errors into baton errors at this package's edge.
-// The adapters' own translation covers their lease statements; the
-// scheduler's statements fail in the same few ways.
 func (s *Store) translate(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	var be *baton.Error
-	if errors.As(err, &be) {
-		return err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: %s store did not answer in time", what, s.dialect)
-	}
-	msg := err.Error()
-	for _, transient := range []string{"connect", "connection", "SQLITE_BUSY", "database is locked", "53300", "57P0", "08"} {
-		if strings.Contains(msg, transient) {
-			return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
-		}
-	}
-	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+	return sqldialect.Translate(err, s.dialect, what)
 }
 
 // Now is the store's clock.

@@ -16,11 +16,15 @@
 package sqldialect
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton"
 )
 
 // Dialect is the SQL dialect of a store's database.
@@ -105,4 +109,47 @@ func (t *Time) Scan(v any) error {
 		return fmt.Errorf("sqldialect: cannot scan %T as an instant", v)
 	}
 	return nil
+}
+
+// Translate turns a database/sql driver error into a baton error at a
+// store's edge, for both dialects: PostgreSQL's by SQLSTATE (23505 a
+// conflict; 53300, class 08 and 57P0x the server unavailable), SQLite's and
+// lost connections by their words (busy, locked, closed); a deadline or a
+// cancellation is unavailable too. A *baton.Error passes unchanged. what
+// says what was being done.
+func Translate(err error, d Dialect, what string) error {
+	if err == nil {
+		return nil
+	}
+	var be *baton.Error
+	if errors.As(err, &be) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: %s store did not answer in time", what, d)
+	}
+	switch code := SQLState(err); {
+	case code == "23505":
+		return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+	case code != "":
+		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+	}
+	msg := err.Error()
+	for _, transient := range []string{"connect", "connection", "conn closed", "SQLITE_BUSY", "database is locked", "unexpected EOF", "broken pipe"} {
+		if strings.Contains(msg, transient) {
+			return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+		}
+	}
+	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+}
+
+// SQLState is a PostgreSQL error's SQLSTATE, "" for any other error.
+func SQLState(err error) string {
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		return se.SQLState()
+	}
+	return ""
 }

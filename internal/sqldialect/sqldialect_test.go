@@ -1,8 +1,12 @@
 package sqldialect
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton"
 )
 
 func TestRender(t *testing.T) {
@@ -42,5 +46,37 @@ func TestParamAndTime(t *testing.T) {
 	}
 	if err := null.Scan("text"); err == nil {
 		t.Error("a string scanned as an instant")
+	}
+}
+
+type pgErr string
+
+func (e pgErr) Error() string    { return "ERROR: something (SQLSTATE " + string(e) + ")" }
+func (e pgErr) SQLState() string { return string(e) }
+
+func TestTranslate(t *testing.T) {
+	own := baton.Invalid("x", "bad")
+	cases := []struct {
+		err  error
+		want baton.Code
+	}{
+		{pgErr("23505"), baton.ECONFLICT},
+		{pgErr("53300"), baton.EUNAVAILABLE},
+		{pgErr("08006"), baton.EUNAVAILABLE},
+		{pgErr("57P01"), baton.EUNAVAILABLE},
+		{pgErr("42P01"), baton.EINTERNAL},
+		{context.DeadlineExceeded, baton.EUNAVAILABLE},
+		{errors.New("database is locked (5) (SQLITE_BUSY)"), baton.EUNAVAILABLE},
+		// a message that merely holds "08" (a date, an id) is no outage
+		{errors.New("no row for 2026-08-01"), baton.EINTERNAL},
+		{own, baton.EINVALID},
+	}
+	for _, c := range cases {
+		if got := baton.ErrorCode(Translate(c.err, Postgres, "doing")); got != c.want {
+			t.Errorf("%v: %s, want %s", c.err, got, c.want)
+		}
+	}
+	if Translate(nil, SQLite, "x") != nil || Translate(own, SQLite, "x") != own {
+		t.Error("nil or a baton error did not pass unchanged")
 	}
 }
