@@ -131,6 +131,8 @@ func Translate(err error, d Dialect, what string) error {
 	switch code := SQLState(err); {
 	case code == "23505":
 		return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+	case code == "22023": // invalid_parameter_value: raised by baton's own SQL functions on bad input
+		return baton.Wrap(baton.EINVALID, err, "%s", what)
 	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):
 		return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
 	case code != "":

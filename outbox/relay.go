@@ -1,0 +1,365 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/google/uuid"
+)
+
+// Observer hears what a relay does, for metrics. Its methods must be quick
+// and safe for concurrent use; nil is allowed.
+type Observer interface {
+	// Claimed: n events were claimed in one batch.
+	Claimed(n int)
+	// Delivered: an event of topic reached its sink, lag after it was
+	// enqueued (by the relay's clock against the store's).
+	Delivered(topic string, lag time.Duration)
+	// Failed: a delivery of topic failed; dead says the event gave up.
+	Failed(topic string, dead bool)
+}
+
+// Relay delivers the outbox's events to a sink, at least once and always
+// with the event's key, any number of relays in parallel:
+//
+//   - it claims a batch in one short transaction (FOR UPDATE SKIP LOCKED on
+//     PostgreSQL), marking each event with its claim token and a deadline;
+//   - delivers them with no transaction open, several at once; only the head
+//     of each ordering key is ever claimed, so a key's events go in order
+//     and different keys in parallel;
+//   - marks the delivered ones in one transaction guarded by the claim token,
+//     so a relay whose claim expired (and whose events another relay then
+//     claimed) cannot overwrite that relay's result;
+//   - failed events come back after exponential backoff with jitter; after
+//     MaxAttempts, or at once for a Permanent error, an event is dead and
+//     parks its ordering key (later events of the key wait) until an
+//     operator retries or skips it (Store.Retry, Store.Skip);
+//   - it wakes on Store.Nudge (writers in the same process), on Wake (LISTEN/
+//     NOTIFY from package postgres), and else polls, from PollMin when busy
+//     backing off to PollMax when idle;
+//   - it removes events delivered more than Retention ago, in small batches.
+type Relay struct {
+	Store *Store
+	Sink  Sink
+	// ID names the relay in status and in claims (default host-pid-random).
+	ID string
+	// Topics limits the relay to these topics (none: all).
+	Topics []string
+	// Batch is the most events one claim takes (default 100).
+	Batch int
+	// Parallel is the most deliveries at once (default 16).
+	Parallel int
+	// ClaimTTL is how long a claim holds before another relay may take its
+	// events (default 30s). A delivery gets at most half of it.
+	ClaimTTL time.Duration
+	// MaxAttempts is the number of deliveries tried before an event is dead
+	// (default 10).
+	MaxAttempts int
+	// MinBackoff and MaxBackoff bound the delay before a failed event's next
+	// attempt: MinBackoff doubling per attempt, with jitter (defaults 1s and
+	// 10m).
+	MinBackoff, MaxBackoff time.Duration
+	// PollMin and PollMax bound the adaptive poll (defaults 50ms and 1s).
+	PollMin, PollMax time.Duration
+	// Retention keeps delivered and skipped events this long (default 24h;
+	// negative keeps them forever).
+	Retention time.Duration
+	// Wake, when set, signals that events may have been enqueued (PostgreSQL
+	// LISTEN/NOTIFY). Lost or absent signals only cost latency: polling goes
+	// on.
+	Wake <-chan struct{}
+	// StopWhenIdle makes Run return once a claim finds nothing deliverable
+	// (for draining a backlog and benchmarks).
+	StopWhenIdle bool
+	Log          *slog.Logger
+	Observer     Observer
+
+	delivered, failed atomic.Int64
+}
+
+func (r *Relay) defaults() error {
+	if r.Store == nil || r.Sink == nil {
+		return baton.Errorf(baton.EINVALID, "outbox: a relay needs a store and a sink")
+	}
+	for _, t := range r.Topics {
+		if err := ValidateTopic(t); err != nil {
+			return err
+		}
+	}
+	if r.ID == "" {
+		host, _ := os.Hostname()
+		r.ID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	if r.Batch <= 0 {
+		r.Batch = 100
+	}
+	if r.Parallel <= 0 {
+		r.Parallel = 16
+	}
+	if r.MaxAttempts <= 0 {
+		r.MaxAttempts = 10
+	}
+	def(&r.ClaimTTL, 30*time.Second)
+	def(&r.MinBackoff, time.Second)
+	def(&r.MaxBackoff, 10*time.Minute)
+	def(&r.PollMin, 50*time.Millisecond)
+	def(&r.PollMax, time.Second)
+	def(&r.Retention, 24*time.Hour)
+	if r.ClaimTTL < time.Second {
+		return baton.Invalid("claim ttl", "must be at least 1s, got %s", r.ClaimTTL)
+	}
+	if r.Log == nil {
+		r.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Delivered and Failed count this relay's deliveries so far.
+func (r *Relay) Delivered() int64 { return r.delivered.Load() }
+func (r *Relay) Failed() int64    { return r.failed.Load() }
+
+// Run relays until ctx is done (or, with StopWhenIdle, until nothing is
+// left to deliver). Events claimed when ctx ends are delivered and settled
+// first (within the claim's time); an unavailable store is retried, not
+// fatal. It returns nil when stopped by ctx.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.defaults(); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: topicsString(r.Topics)}
+	if err := r.Store.register(ctx, status); err != nil {
+		return err
+	}
+	defer r.Store.unregister(context.WithoutCancel(ctx), r.ID)
+	nudge, stopNudge := r.Store.wakeups()
+	defer stopNudge()
+	r.Log.Info("relay starting", "relay", r.ID, "sink", r.Sink.String(), "topics", status.Topics,
+		"batch", r.Batch, "parallel", r.Parallel, "max_attempts", r.MaxAttempts)
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	go r.housekeeping(bg, status)
+
+	poll := r.PollMin
+	errBackoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		n, err := r.once(ctx)
+		switch {
+		case err != nil && baton.ErrorCode(err) == baton.EUNAVAILABLE:
+			r.Log.Warn("store unavailable; retrying", "relay", r.ID, "err", err)
+			if !sleep(ctx, errBackoff) {
+				return nil
+			}
+			errBackoff = min(errBackoff*2, 5*time.Second)
+			continue
+		case err != nil:
+			return err
+		}
+		errBackoff = 100 * time.Millisecond
+		if n >= r.Batch {
+			poll = r.PollMin
+			continue // more may be waiting: claim again at once
+		}
+		if n > 0 {
+			poll = r.PollMin
+		}
+		if n == 0 && r.StopWhenIdle {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-nudge:
+			poll = r.PollMin
+		case <-r.Wake:
+			poll = r.PollMin
+		case <-time.After(poll):
+			if n == 0 {
+				poll = min(poll*2, r.PollMax)
+			}
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// once claims one batch, delivers it and settles it, returning how many
+// events it claimed.
+func (r *Relay) once(ctx context.Context) (int, error) {
+	token := uuid.NewString()
+	events, err := r.Store.claim(ctx, token, r.ID, r.Topics, r.Batch, r.ClaimTTL)
+	if err != nil || len(events) == 0 {
+		return 0, err
+	}
+	if r.Observer != nil {
+		r.Observer.Claimed(len(events))
+	}
+	// The claim is ours until its deadline; deliveries end well before it
+	// so that settling does not race a takeover. ctx's end does not cut
+	// them short: what is claimed is finished.
+	deadline := time.Now().Add(r.ClaimTTL / 2)
+	dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	results := make([]error, len(events))
+	sem := make(chan struct{}, r.Parallel)
+	var wg sync.WaitGroup
+	for i, e := range events {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			results[i] = r.deliver(dctx, e)
+		}()
+	}
+	wg.Wait()
+
+	sctx := context.WithoutCancel(ctx)
+	var ok []int64
+	for i, e := range events {
+		if results[i] == nil {
+			ok = append(ok, e.ID)
+		}
+	}
+	settled, err := r.Store.settle(sctx, token, ok, StateDelivered)
+	if err != nil {
+		// The claim expires and the events are delivered again, with their
+		// keys: at least once.
+		return len(events), err
+	}
+	if len(settled) < len(ok) {
+		r.Log.Warn("claim expired before settling: other relays may deliver these events again",
+			"relay", r.ID, "delivered", len(ok), "settled", len(settled))
+	}
+	r.delivered.Add(int64(len(settled)))
+	now := time.Now()
+	for i, e := range events {
+		if results[i] == nil {
+			if r.Observer != nil {
+				r.Observer.Delivered(e.Topic, now.Sub(e.CreatedAt))
+			}
+			continue
+		}
+		r.failed.Add(1)
+		dead := IsPermanent(results[i]) || e.Attempt >= r.MaxAttempts
+		backoff := r.backoff(e)
+		held, err := r.Store.fail(sctx, token, e.ID, dead, backoff, results[i].Error())
+		if err != nil {
+			return len(events), err
+		}
+		if r.Observer != nil {
+			r.Observer.Failed(e.Topic, dead)
+		}
+		attrs := []any{"relay", r.ID, "event", e.ID, "topic", e.Topic, "key", e.Key, "attempt", e.Attempt, "err", results[i]}
+		switch {
+		case !held:
+			r.Log.Warn("delivery failed after the claim expired", attrs...)
+		case dead:
+			r.Log.Error("event dead: its ordering key is parked until 'baton outbox retry' or 'skip'",
+				append(attrs, "ordering_key", e.OrderingKey, "permanent", IsPermanent(results[i]))...)
+		default:
+			r.Log.Warn("delivery failed; will retry", append(attrs, "retry_in", backoff.Round(time.Millisecond))...)
+		}
+	}
+	return len(events), nil
+}
+
+// deliver hands e to the sink, turning a panic into an error.
+func (r *Relay) deliver(ctx context.Context, e *Event) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("sink panicked: %v", p)
+		}
+	}()
+	err = r.Sink.Deliver(ctx, e)
+	if err == nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Delivered, though late: still settle it.
+		return nil
+	}
+	return err
+}
+
+// backoff is the delay before e's next attempt: MinBackoff doubling per
+// attempt up to MaxBackoff, with jitter of up to half of it either way
+// (hashed from the key and attempt, so it is spread but reproducible).
+func (r *Relay) backoff(e *Event) time.Duration {
+	d := r.MinBackoff
+	for i := 1; i < e.Attempt && d < r.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.MaxBackoff)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", e.Key, e.Attempt)
+	jitter := time.Duration(rand.New(rand.NewPCG(h.Sum64(), 0)).Int64N(int64(d)+1)) - d/2
+	return max(d+jitter, r.PollMin)
+}
+
+// housekeeping reports the relay every RelayHeartbeat and prunes delivered
+// events every minute, in batches of 500 with at most 20 batches a round.
+func (r *Relay) housekeeping(ctx context.Context, status *RelayStatus) {
+	beat := time.NewTicker(RelayHeartbeat)
+	defer beat.Stop()
+	prune := time.NewTicker(time.Minute)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			status.Delivered, status.Failed = r.delivered.Load(), r.failed.Load()
+			if err := r.Store.register(ctx, status); err != nil && ctx.Err() == nil {
+				r.Log.Warn("could not report the relay", "relay", r.ID, "err", err)
+			}
+		case <-prune.C:
+			if r.Retention < 0 {
+				continue
+			}
+			now, err := r.Store.Now(ctx)
+			if err != nil {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			n, err := r.Store.Purge(pctx, now.Add(-r.Retention), 500)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				r.Log.Warn("could not remove delivered events", "relay", r.ID, "err", err)
+			} else if n > 0 {
+				r.Log.Info("removed delivered events", "relay", r.ID, "count", n, "older_than", r.Retention)
+			}
+		}
+	}
+}
+
+// SinkFunc makes a function a Sink, named name.
+func SinkFunc(name string, f func(ctx context.Context, e *Event) error) Sink {
+	return sinkFunc{name, f}
+}
+
+type sinkFunc struct {
+	name string
+	f    func(ctx context.Context, e *Event) error
+}
+
+func (s sinkFunc) Deliver(ctx context.Context, e *Event) error { return s.f(ctx, e) }
+func (s sinkFunc) String() string                              { return s.name }

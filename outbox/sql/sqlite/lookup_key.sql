@@ -1,0 +1,1 @@
+select id from outbox where event_key = $1

@@ -1,0 +1,1 @@
+select state from @schema@.outbox where id = $1

@@ -1,0 +1,608 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
+)
+
+//go:embed sql
+var sqlFiles embed.FS
+
+// Dialect is the SQL dialect of a store's database.
+type Dialect = sqldialect.Dialect
+
+const (
+	Postgres = sqldialect.Postgres
+	SQLite   = sqldialect.SQLite
+)
+
+// States of an event.
+const (
+	StatePending   = "pending"   // waiting for delivery (or for its key's earlier events)
+	StateDelivered = "delivered" // the sink has it
+	StateDead      = "dead"      // gave up; parks its ordering key until retried or skipped
+	StateSkipped   = "skipped"   // an operator gave up on it; its key moves on
+)
+
+// Store is the outbox in the database of the business writes it follows:
+// PostgreSQL (migration 0006_outbox of package postgres) or SQLite
+// (0004_outbox of package sqlite). Statements are written once in sql/ with
+// sqldialect's macros; the few that differ live in sql/postgres and
+// sql/sqlite.
+type Store struct {
+	db      *sql.DB
+	dialect Dialect
+	schema  string
+	q       map[string]string
+
+	// MaxPayload bounds an event's payload in bytes (DefaultMaxPayload
+	// unless set). PostgreSQL's enqueue function reads its own bound from
+	// the setting baton.outbox_max_payload (default the same).
+	MaxPayload int
+
+	mu      sync.Mutex
+	waiters []chan struct{}
+}
+
+// NewStore wraps db, whose schema is already current. schema is
+// PostgreSQL's schema name (postgres.DB.Schema()), ignored for SQLite.
+func NewStore(db *sql.DB, d Dialect, schema string) *Store {
+	if d == SQLite {
+		schema = ""
+	}
+	q, err := sqldialect.Load(sqlFiles, "sql", d, schema)
+	if err != nil { // compiled in: cannot fail at run time
+		panic("outbox: loading embedded SQL: " + err.Error())
+	}
+	return &Store{db: db, dialect: d, schema: schema, q: q, MaxPayload: DefaultMaxPayload}
+}
+
+// Dialect is the store's SQL dialect.
+func (s *Store) Dialect() Dialect { return s.dialect }
+
+func (s *Store) query(name string) string {
+	if q, ok := s.q[string(s.dialect)+"/"+name]; ok {
+		return q
+	}
+	q, ok := s.q[name]
+	if !ok {
+		panic("outbox: no embedded SQL named " + name)
+	}
+	return q
+}
+
+func (s *Store) translate(err error, what string) error {
+	return sqldialect.Translate(err, s.dialect, what)
+}
+
+func (s *Store) ts(t time.Time) any { return sqldialect.Param(s.dialect, t) }
+
+type dbTime = sqldialect.Time
+
+// inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite, by the
+// sqlite package's connection settings), committing when fn returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.translate(err, "beginning a transaction")
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return s.translate(tx.Commit(), "committing")
+}
+
+// intentKey carries the key of the run or request a transaction belongs to.
+type intentKey struct{}
+
+// WithIntentKey returns ctx carrying key, the idempotency key of the run or
+// request whose transaction enqueues events: Enqueue derives an event's
+// key from it when the event has none. idempotency.Store.Do and the
+// scheduler's runs (BATON_IDEMPOTENCY_KEY) provide one.
+func WithIntentKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, intentKey{}, key)
+}
+
+// IntentKey is the key WithIntentKey put in ctx, "" if none.
+func IntentKey(ctx context.Context) string {
+	k, _ := ctx.Value(intentKey{}).(string)
+	return k
+}
+
+// DerivedKey is the event key Enqueue gives an event without one, from
+// the intent key of its transaction: the same on every retry of the run,
+// so a retried run's enqueue finds its first event (a no-op) instead of
+// adding a second.
+func DerivedKey(intent, topic, orderingKey string) string {
+	k := intent + "/" + topic
+	if orderingKey != "" {
+		k += "/" + orderingKey
+	}
+	return k
+}
+
+// Enqueue writes e in tx, the transaction of the business write it
+// follows: a rollback leaves no event, a commit leaves one that relays
+// deliver. It sets e.ID and returns it. An event whose Key was enqueued
+// before is not written again: its first event's id is returned, and
+// fresh reports false. Without a Key, e gets DerivedKey of ctx's
+// IntentKey; without either, Enqueue refuses it.
+//
+// Call Nudge after the commit to wake the relays of this process at once;
+// others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
+func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) (fresh bool, err error) {
+	if e.Key == "" {
+		intent := IntentKey(ctx)
+		if intent == "" {
+			return false, baton.Invalid("key", "event for %s has no key and its context no intent key: set Event.Key (or use WithIntentKey)", e.Topic)
+		}
+		e.Key = DerivedKey(intent, e.Topic, e.OrderingKey)
+	}
+	if err := e.validate(s.maxPayload()); err != nil {
+		return false, err
+	}
+	headers := []byte("{}")
+	if len(e.Headers) > 0 {
+		headers, _ = json.Marshal(e.Headers)
+	}
+	var orderingKey any
+	if e.OrderingKey != "" {
+		orderingKey = e.OrderingKey
+	}
+	payload := string(e.Payload)
+	var id sql.NullInt64
+	err = tx.QueryRowContext(ctx, s.query("enqueue"), e.Topic, e.Key, payload, orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&id)
+	if s.dialect == SQLite && errors.Is(err, sql.ErrNoRows) { // the key is there already
+		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&id)
+		if err != nil {
+			return false, s.translate(err, "enqueueing "+e.Topic)
+		}
+		e.ID = id.Int64
+		return false, nil
+	}
+	if err != nil {
+		return false, s.translate(err, "enqueueing "+e.Topic)
+	}
+	e.ID = id.Int64
+	// PostgreSQL's function returns the first event's id for a key seen
+	// before; telling the two apart costs a query nobody needs, so fresh is
+	// only exact on SQLite. Both are no-ops either way.
+	return true, nil
+}
+
+func (s *Store) maxPayload() int {
+	if s.MaxPayload > 0 {
+		return s.MaxPayload
+	}
+	return DefaultMaxPayload
+}
+
+// Tx runs fn in a transaction and nudges this process's relays after it
+// commits: the simplest way to write a business row and its event
+// together.
+func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.inTx(ctx, fn); err != nil {
+		return err
+	}
+	s.Nudge()
+	return nil
+}
+
+// Nudge wakes the relays running in this process on this store: call it
+// after committing a transaction that enqueued.
+func (s *Store) Nudge() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.waiters {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// wakeups registers a channel that Nudge signals; stop unregisters it.
+func (s *Store) wakeups() (c chan struct{}, stop func()) {
+	c = make(chan struct{}, 1)
+	s.mu.Lock()
+	s.waiters = append(s.waiters, c)
+	s.mu.Unlock()
+	return c, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, w := range s.waiters {
+			if w == c {
+				s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// Now is the store's clock.
+func (s *Store) Now(ctx context.Context) (time.Time, error) {
+	var t dbTime
+	if err := s.db.QueryRowContext(ctx, s.query("now")).Scan(&t); err != nil {
+		return time.Time{}, s.translate(err, "reading the store's clock")
+	}
+	return t.Time, nil
+}
+
+// claim marks up to n deliverable events claimed by token until ttl from
+// now and returns them, oldest first.
+func (s *Store) claim(ctx context.Context, token, relay string, topics []string, n int, ttl time.Duration) ([]*Event, error) {
+	topicsJSON := "[]"
+	if len(topics) > 0 {
+		b, _ := json.Marshal(topics)
+		topicsJSON = string(b)
+	}
+	var out []*Event
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, s.query("claim"), token, ttl.Milliseconds(), relay, n, topicsJSON)
+		if err != nil {
+			return s.translate(err, "claiming events")
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e := &Event{}
+			var ok sql.NullString
+			var payload, headers string
+			var created dbTime
+			if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &ok, &payload, &headers, &created, &e.Attempt); err != nil {
+				return s.translate(err, "reading claimed events")
+			}
+			e.OrderingKey = ok.String
+			e.Payload = json.RawMessage(payload)
+			e.CreatedAt = created.Time
+			if headers != "" && headers != "{}" {
+				if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
+					return baton.Wrap(baton.EINTERNAL, err, "event %d's headers are not a JSON object of strings", e.ID)
+				}
+			}
+			out = append(out, e)
+		}
+		return s.translate(rows.Err(), "reading claimed events")
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortByID(out)
+	return out, nil
+}
+
+func sortByID(es []*Event) {
+	for i := 1; i < len(es); i++ {
+		for j := i; j > 0 && es[j].ID < es[j-1].ID; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+}
+
+// settle ends the events ids as state (delivered or skipped) when their
+// claim is token (any claim or none when token is ""), and makes the next
+// event of each of their ordering keys its head. It returns the ids it
+// settled: an id missing was claimed again by another relay after this
+// one's claim expired, or settled already.
+func (s *Store) settle(ctx context.Context, token string, ids []int64, state string) ([]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	idsJSON, _ := json.Marshal(ids)
+	var tok any
+	if token != "" {
+		tok = token
+	}
+	var done []int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		done = done[:0]
+		rows, err := tx.QueryContext(ctx, s.query("settle"), string(idsJSON), tok, state)
+		if err != nil {
+			return s.translate(err, "settling events")
+		}
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return s.translate(err, "settling events")
+			}
+			done = append(done, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s.translate(err, "settling events")
+		}
+		if s.dialect == SQLite && len(done) > 0 {
+			if _, err := tx.ExecContext(ctx, s.query("promote_heads"), string(idsJSON)); err != nil {
+				return s.translate(err, "promoting the next events of their keys")
+			}
+		}
+		return nil
+	})
+	return done, err
+}
+
+// fail records a failed delivery of the event id claimed by token: back to
+// pending after backoff, or dead. It reports whether the claim still held.
+func (s *Store) fail(ctx context.Context, token string, id int64, dead bool, backoff time.Duration, msg string) (bool, error) {
+	state := StatePending
+	if dead {
+		state = StateDead
+	}
+	if len(msg) > 1000 {
+		msg = msg[:1000] + "…"
+	}
+	res, err := s.db.ExecContext(ctx, s.query("fail"), id, token, state, backoff.Milliseconds(), msg)
+	if err != nil {
+		return false, s.translate(err, fmt.Sprintf("recording the failure of event %d", id))
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
+// Info is one event as the store holds it, for operators.
+type Info struct {
+	ID          int64     `json:"id"`
+	Topic       string    `json:"topic"`
+	Key         string    `json:"key"`
+	OrderingKey string    `json:"ordering_key,omitempty"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	DoneAt      time.Time `json:"done_at,omitzero"`
+	AvailableAt time.Time `json:"available_at"`
+	Head        bool      `json:"head"`
+	// Waiting counts the pending events of the same ordering key parked
+	// behind a dead one (Dead only).
+	Waiting int64 `json:"waiting,omitempty"`
+}
+
+// Get reads one event.
+func (s *Store) Get(ctx context.Context, id int64) (*Info, error) {
+	var in Info
+	var created, done, avail dbTime
+	err := s.db.QueryRowContext(ctx, s.query("get"), id).Scan(&in.ID, &in.Topic, &in.Key, &in.OrderingKey,
+		&in.State, &in.Attempts, &in.LastError, &created, &done, &avail, &in.Head)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, baton.Errorf(baton.ENOTFOUND, "no outbox event %d", id)
+	}
+	if err != nil {
+		return nil, s.translate(err, fmt.Sprintf("reading event %d", id))
+	}
+	in.CreatedAt, in.DoneAt, in.AvailableAt = created.Time, done.Time, avail.Time
+	return &in, nil
+}
+
+// TopicStatus is the backlog of one topic.
+type TopicStatus struct {
+	Topic   string `json:"topic"`
+	Pending int64  `json:"pending"`
+	Dead    int64  `json:"dead"`
+	// OldestPending is when the oldest pending event was enqueued (zero
+	// when none is pending); OldestAge is how long ago, by the store's
+	// clock.
+	OldestPending time.Time `json:"oldest_pending,omitzero"`
+	OldestAge     Duration  `json:"oldest_age"`
+}
+
+// RelayStatus is one relay as it last reported itself.
+type RelayStatus struct {
+	ID        string    `json:"id"`
+	Host      string    `json:"host"`
+	PID       int       `json:"pid"`
+	Sink      string    `json:"sink"`
+	Topics    string    `json:"topics,omitempty"`
+	StartedAt time.Time `json:"started_at"`
+	SeenAt    time.Time `json:"seen_at"`
+	Delivered int64     `json:"delivered"`
+	Failed    int64     `json:"failed"`
+	Active    bool      `json:"active"`
+}
+
+// Status is the outbox at a glance.
+type Status struct {
+	Now       time.Time     `json:"now"`
+	Pending   int64         `json:"pending"`
+	Dead      int64         `json:"dead"`
+	OldestAge Duration      `json:"oldest_age"`
+	Topics    []TopicStatus `json:"topics"`
+	Relays    []RelayStatus `json:"relays"`
+	// RelaysActive counts the relays seen within RelayStale.
+	RelaysActive int `json:"relays_active"`
+}
+
+// Duration is a time.Duration that JSON writes as seconds.
+type Duration time.Duration
+
+// MarshalJSON writes d as seconds, a number.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf("%.3f", time.Duration(d).Seconds())), nil
+}
+
+// RelayStale is how long after its last report a relay no longer counts as
+// active: three heartbeats.
+const RelayStale = 3 * RelayHeartbeat
+
+// RelayHeartbeat is how often a relay reports itself.
+const RelayHeartbeat = 5 * time.Second
+
+// Status reads the backlog per topic and the relays.
+func (s *Store) Status(ctx context.Context) (*Status, error) {
+	now, err := s.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &Status{Now: now, Topics: []TopicStatus{}, Relays: []RelayStatus{}}
+	rows, err := s.db.QueryContext(ctx, s.query("status"))
+	if err != nil {
+		return nil, s.translate(err, "reading the outbox's backlog")
+	}
+	for rows.Next() {
+		var t TopicStatus
+		var oldest dbTime
+		if err := rows.Scan(&t.Topic, &t.Pending, &t.Dead, &oldest); err != nil {
+			rows.Close()
+			return nil, s.translate(err, "reading the outbox's backlog")
+		}
+		t.OldestPending = oldest.Time
+		if !oldest.IsZero() {
+			t.OldestAge = Duration(max(now.Sub(oldest.Time), 0))
+		}
+		st.Pending += t.Pending
+		st.Dead += t.Dead
+		st.OldestAge = max(st.OldestAge, t.OldestAge)
+		st.Topics = append(st.Topics, t)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, s.translate(err, "reading the outbox's backlog")
+	}
+	rows, err = s.db.QueryContext(ctx, s.query("list_relays"), RelayStale.Milliseconds())
+	if err != nil {
+		return nil, s.translate(err, "reading the relays")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r RelayStatus
+		var started, seen dbTime
+		if err := rows.Scan(&r.ID, &r.Host, &r.PID, &r.Sink, &r.Topics, &started, &seen, &r.Delivered, &r.Failed, &r.Active); err != nil {
+			return nil, s.translate(err, "reading the relays")
+		}
+		r.StartedAt, r.SeenAt = started.Time, seen.Time
+		if r.Active {
+			st.RelaysActive++
+		}
+		st.Relays = append(st.Relays, r)
+	}
+	return st, s.translate(rows.Err(), "reading the relays")
+}
+
+// Dead lists up to limit dead events, oldest first, each with how many
+// events of its ordering key wait behind it.
+func (s *Store) Dead(ctx context.Context, limit int) ([]Info, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_dead"), limit)
+	if err != nil {
+		return nil, s.translate(err, "listing dead events")
+	}
+	defer rows.Close()
+	out := []Info{}
+	for rows.Next() {
+		in := Info{State: StateDead, Head: true}
+		var created, avail dbTime
+		if err := rows.Scan(&in.ID, &in.Topic, &in.Key, &in.OrderingKey, &in.Attempts, &in.LastError, &created, &avail, &in.Waiting); err != nil {
+			return nil, s.translate(err, "listing dead events")
+		}
+		in.CreatedAt, in.AvailableAt = created.Time, avail.Time
+		out = append(out, in)
+	}
+	return out, s.translate(rows.Err(), "listing dead events")
+}
+
+// Retry puts the dead event id back to pending with a fresh count of
+// attempts; it is delivered before the later events of its key, which it
+// unparks. id 0 retries every dead event. It returns how many it retried;
+// a named event that is not dead is an error saying its state.
+func (s *Store) Retry(ctx context.Context, id int64) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.query("retry"), id)
+	if err != nil {
+		return 0, s.translate(err, "retrying dead events")
+	}
+	n, _ := res.RowsAffected()
+	if n == 0 && id != 0 {
+		return 0, s.notDead(ctx, id, "retry")
+	}
+	s.Nudge()
+	return n, nil
+}
+
+// Skip gives up on the dead event id: it is marked skipped (never
+// delivered) and the next event of its ordering key becomes deliverable.
+func (s *Store) Skip(ctx context.Context, id int64) error {
+	st, err := s.stateOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	if st != StateDead {
+		return s.notDead(ctx, id, "skip")
+	}
+	done, err := s.settle(ctx, "", []int64{id}, StateSkipped)
+	if err != nil {
+		return err
+	}
+	if len(done) == 0 {
+		return s.notDead(ctx, id, "skip")
+	}
+	s.Nudge()
+	return nil
+}
+
+func (s *Store) stateOf(ctx context.Context, id int64) (string, error) {
+	var st string
+	err := s.db.QueryRowContext(ctx, s.query("state_of"), id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", baton.Errorf(baton.ENOTFOUND, "no outbox event %d", id)
+	}
+	return st, s.translate(err, fmt.Sprintf("reading event %d", id))
+}
+
+func (s *Store) notDead(ctx context.Context, id int64, verb string) error {
+	st, err := s.stateOf(ctx, id)
+	if err != nil {
+		return err
+	}
+	return baton.Errorf(baton.ECONFLICT, "cannot %s event %d: it is %s, not dead", verb, id, st)
+}
+
+// Purge removes events delivered or skipped before t, batch at a time
+// (each its own short transaction), and returns how many it removed.
+// Pending and dead events are never removed.
+func (s *Store) Purge(ctx context.Context, before time.Time, batch int) (int64, error) {
+	if batch < 1 {
+		batch = 500
+	}
+	var total int64
+	for {
+		res, err := s.db.ExecContext(ctx, s.query("prune"), s.ts(before), batch)
+		if err != nil {
+			return total, s.translate(err, "removing delivered events")
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, nil
+		}
+	}
+}
+
+// register writes (or refreshes) the relay's row.
+func (s *Store) register(ctx context.Context, r *RelayStatus) error {
+	_, err := s.db.ExecContext(ctx, s.query("upsert_relay"), r.ID, r.Host, r.PID, r.Sink, r.Topics, r.Delivered, r.Failed)
+	return s.translate(err, "reporting the relay")
+}
+
+func (s *Store) unregister(ctx context.Context, id string) error {
+	_, err := s.db.ExecContext(ctx, s.query("delete_relay"), id)
+	if err == nil {
+		// Rows of relays that died without a word go after an hour.
+		_, err = s.db.ExecContext(ctx, s.query("prune_relays"), time.Hour.Milliseconds())
+	}
+	return s.translate(err, "removing the relay's report")
+}
+
+// topicsString is how a relay's topics are reported.
+func topicsString(topics []string) string { return strings.Join(topics, ",") }
