@@ -30,6 +30,7 @@ type Daemon struct {
 	GuardPath     string        // see supervise.Supervisor
 	Env           []string      // the commands' base environment
 	Log           *slog.Logger
+	Observer      Observer // told of runs, skips and leases, for metrics; nil observes nothing
 
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
@@ -109,6 +110,7 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	d.mu.Lock()
 	d.file, d.versions = file, versions
 	d.mu.Unlock()
+	d.observer().JobsLoaded(slices.Sorted(maps.Keys(file)))
 	for _, name := range changed {
 		d.Log.Info("job definition written to the store", "job", name, "version", versions[name])
 	}
@@ -273,9 +275,12 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if limit <= 0 {
 		return true, nil
 	}
-	due, err := d.Store.ClaimDue(ctx, d.ID, d.ClaimTTL, limit)
+	due, missed, err := d.Store.claimDue(ctx, d.ID, d.ClaimTTL, limit)
 	if err != nil {
 		return false, err
+	}
+	for job, n := range missed {
+		d.observer().TicksSkipped(job, SkipMissed, n)
 	}
 	// A job's ticks of one claim run one after the other, in order: they
 	// are catch-up ticks and the tick that is due now.

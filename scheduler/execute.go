@@ -23,7 +23,9 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 	bg := context.WithoutCancel(ctx)
 	log := d.Log.With("job", c.Tick.Job, "tick", baton.FormatTick(c.At))
 	if c.Job.Name == "" {
-		d.end(bg, c.Tick, c.RunID, baton.OutcomeSkippedMissed, "the job was removed from the store before this tick ran", log)
+		if d.end(bg, c.Tick, c.RunID, baton.OutcomeSkippedMissed, "the job was removed from the store before this tick ran", log) {
+			d.observer().TicksSkipped(c.Tick.Job, SkipJobRemoved, 1)
+		}
 		return
 	}
 	j := c.Job.WithDefaults()
@@ -65,7 +67,9 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			}
 			continue
 		case term == nil:
-			d.end(bg, c.Tick, prev, baton.OutcomeSkippedOverlap, busy, log)
+			if d.end(bg, c.Tick, prev, baton.OutcomeSkippedOverlap, busy, log) {
+				d.observer().TicksSkipped(j.Name, skipReason(j), 1)
+			}
 			return
 		}
 		if takeover {
@@ -74,11 +78,17 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			takeover = false
 			reason := "its daemon stopped renewing its claim (crashed or cut off) while it ran"
 			if attempts > j.Retries.Count {
-				d.end(bg, c.Tick, prev, baton.OutcomeLostLease, reason, log)
+				if d.end(bg, c.Tick, prev, baton.OutcomeLostLease, reason, log) {
+					d.observer().LeaseLost(j.Name)
+					d.observer().RunEnded(j.Name, baton.OutcomeLostLease, -1)
+				}
 				d.release(term, log)
 				return
 			}
-			d.Store.Finish(bg, c.Tick, prev, Ending{Outcome: baton.OutcomeLostLease, Reason: reason, RetryAfter: time.Millisecond})
+			if ok, err := d.Store.Finish(bg, c.Tick, prev, Ending{Outcome: baton.OutcomeLostLease, Reason: reason, RetryAfter: time.Millisecond}); err == nil && ok {
+				d.observer().LeaseLost(j.Name)
+				d.observer().RunEnded(j.Name, baton.OutcomeLostLease, -1)
+			}
 		}
 		attempt, ok, err := d.Store.StartAttempt(bg, c.Tick, prev, d.ID, d.Host, term)
 		if err != nil {
@@ -96,7 +106,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			return
 		}
 		prev, attempts = term.Owner, attempt
-		ending := d.execute(j, c.Tick, term, attempt, log)
+		ending := d.execute(j, c.Tick, term, attempt, runLag(j, c.Tick, attempt, time.Now()), log)
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
@@ -129,16 +139,23 @@ func (d *Daemon) giveBack(ctx context.Context, c Claim, log interface{ Warn(stri
 	}
 }
 
-// end records a tick's outcome without an attempt of this daemon's.
+// end records a tick's outcome without an attempt of this daemon's, and
+// says whether it did.
 func (d *Daemon) end(ctx context.Context, t baton.Tick, runID string, o baton.Outcome, reason string, log interface {
 	Info(string, ...any)
 	Error(string, ...any)
-}) {
-	if _, err := d.Store.Finish(ctx, t, runID, Ending{Outcome: o, Reason: reason}); err != nil {
+}) bool {
+	ok, err := d.Store.Finish(ctx, t, runID, Ending{Outcome: o, Reason: reason})
+	if err != nil {
 		log.Error("cannot record the outcome", "outcome", o, "err", err)
-		return
+		return false
+	}
+	if !ok {
+		log.Info("the tick was ended or taken over elsewhere", "outcome", o, "reason", reason)
+		return false
 	}
 	log.Info("tick ended", "outcome", o, "reason", reason)
+	return true
 }
 
 func (d *Daemon) release(term *baton.Term, log interface{ Warn(string, ...any) }) {
@@ -177,6 +194,7 @@ func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string
 				return nil, nil, err
 			}
 			if !g.Busy() {
+				d.observer().LeaseAcquired(j.Name, key, g.Term.Token)
 				return g.Term, nil, nil
 			}
 			if holder == nil {
@@ -189,6 +207,7 @@ func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string
 	if err != nil || term != nil {
 		return term, "", err
 	}
+	d.observer().LeaseBusy(j.Name)
 	var bound time.Time // zero: wait as long as it takes
 	if !wait {
 		switch j.Overlap.Policy {
@@ -262,10 +281,42 @@ func (d *Daemon) replace(ctx context.Context, j baton.Job, token int64, c Claim)
 	return ""
 }
 
-// execute runs one attempt under term and says how it ended.
-func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt int, log interface {
+// execute runs one attempt under term and says how it ended. It logs one
+// line when the attempt starts and one when it ends, whatever happens in
+// between, with the same attribute names every time (docs/METRICS.md):
+// job and tick (from log), token, attempt, run_id, then outcome, exit_code
+// (when the command ran), duration_seconds and reason (when there is one).
+func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt int, lag time.Duration, log interface {
 	Info(string, ...any)
 }) Ending {
+	obs := d.observer()
+	log.Info("run start", "token", term.Token, "attempt", attempt, "run_id", term.Owner)
+	obs.RunStarted(j.Name, lag)
+	started := time.Now()
+	e, lost := d.run(j, t, term, attempt, obs, log)
+	took := time.Since(started)
+	attrs := []any{"token", term.Token, "attempt", attempt, "run_id", term.Owner, "outcome", e.Outcome}
+	if e.ExitCode != nil {
+		attrs = append(attrs, "exit_code", *e.ExitCode)
+	}
+	attrs = append(attrs, "duration_seconds", took.Seconds())
+	if e.Reason != "" {
+		attrs = append(attrs, "reason", e.Reason)
+	}
+	log.Info("run end", attrs...)
+	if lost {
+		obs.LeaseLost(j.Name)
+	}
+	obs.RunEnded(j.Name, e.Outcome, took)
+	return e
+}
+
+// run is execute's attempt itself; lost says the term was lost while the
+// command ran (a replaced run ends lost-lease too, but its term was
+// revoked on purpose).
+func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, obs Observer, log interface {
+	Info(string, ...any)
+}) (e Ending, lost bool) {
 	a := &active{token: term.Token, stop: make(chan struct{})}
 	d.mu.Lock()
 	d.active[j.Name] = append(d.active[j.Name], a)
@@ -292,13 +343,14 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 	tail := &tailBuffer{max: OutputTail}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}
+		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}, false
 	}
 	copied := make(chan struct{})
 	go func() { io.Copy(tail, r); r.Close(); close(copied) }()
 
 	sup := supervise.Supervisor{
-		Leaser: d.Leaser, KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
+		Leaser:    observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs},
+		KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
 		OwnSignals: true, KeepLease: true, Stdout: w, Stderr: w, Env: env, Dir: j.Dir,
 		GuardPath: d.GuardPath,
 		ExtraEnv: []string{
@@ -309,19 +361,17 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 		},
 		Logf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 	}
-	log.Info("run start", "token", term.Token, "attempt", attempt, "run_id", term.Owner)
-	started := time.Now()
-	res := sup.Run(context.Background(), term, started, j.Command)
+	res := sup.Run(context.Background(), term, time.Now(), j.Command)
 	w.Close()
 	select { // strays left behind may hold the pipe open; do not wait for them
 	case <-copied:
 	case <-time.After(100 * time.Millisecond):
 	}
 	code := res.ExitCode
-	e := Ending{ExitCode: &code, Output: tail.String()}
+	e = Ending{ExitCode: &code, Output: tail.String()}
 	switch {
 	case res.LeaseLost != nil:
-		e.Outcome, e.Reason = baton.OutcomeLostLease, res.LeaseLost.Error()
+		e.Outcome, e.Reason, lost = baton.OutcomeLostLease, res.LeaseLost.Error(), true
 	case res.Stopped:
 		// Replaced: its term is revoked, as far as it is concerned. Drained:
 		// it was stopped before it could finish, which is a failure.
@@ -346,9 +396,7 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 	default:
 		e.Outcome = baton.OutcomeFailed
 	}
-	log.Info("run end", "token", term.Token, "attempt", attempt, "outcome", e.Outcome, "exit_code", code,
-		"seconds", time.Since(started).Seconds())
-	return e
+	return e, lost
 }
 
 // tailBuffer keeps the last max bytes written to it.

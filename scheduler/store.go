@@ -282,9 +282,17 @@ const maxTicksPerClaim = 1000
 // the job's catch-up policy), and advances each job's next tick. It returns
 // the runnable ticks, each job's in order.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, err := s.claimDue(ctx, daemon, claimTTL, limit)
+	return out, err
+}
+
+// claimDue is ClaimDue that also counts, by job, the ticks it recorded
+// skipped-missed (for the daemon's Observer).
+func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
+	var missed map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+		out, missed = out[:0], map[string]int{}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -343,6 +351,8 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 				}
 				if n, _ := res.RowsAffected(); n == 1 && p.Run {
 					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job, CatchUp: i < last})
+				} else if n == 1 {
+					missed[tick.Job]++
 				}
 			}
 			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {
@@ -351,7 +361,10 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		missed = nil // rolled back
+	}
+	return out, missed, err
 }
 
 // SetNextTick sets every job's next tick to at: benchmarks use it to make
