@@ -171,14 +171,13 @@ func (r *Relay) Run(ctx context.Context) error {
 			return err
 		}
 		errBackoff = 100 * time.Millisecond
-		if n >= r.Batch {
-			poll = r.PollMin
-			continue // more may be waiting: claim again at once
-		}
 		if n > 0 {
+			// More may be waiting, or the next events of the keys just
+			// delivered: claim again at once.
 			poll = r.PollMin
+			continue
 		}
-		if n == 0 && r.StopWhenIdle {
+		if r.StopWhenIdle {
 			return nil
 		}
 		select {
@@ -188,9 +187,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-r.Wake:
 			poll = r.PollMin
 		case <-time.After(poll):
-			if n == 0 {
-				poll = min(poll*2, r.PollMax)
-			}
+			poll = min(poll*2, r.PollMax)
 		}
 	}
 	return nil

@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// OutboxChannel is the channel package outbox's enqueue function notifies,
+// with the schema (quoted) as payload.
+const OutboxChannel = "baton_outbox"
+
+// ListenOutbox wakes the returned channel whenever an event is enqueued in
+// this schema's outbox (PostgreSQL's LISTEN/NOTIFY), until ctx ends. It
+// holds one connection of its own, outside the pool (one more than
+// --db-max-conns), and reconnects with backoff when it is lost. Behind
+// PgBouncer in transaction mode notifications do not arrive; relays poll
+// anyway, so a lost wake-up costs latency, never an event.
+func (db *DB) ListenOutbox(ctx context.Context, log *slog.Logger) <-chan struct{} {
+	wake := make(chan struct{}, 1)
+	want := pgx.Identifier{db.schema}.Sanitize()
+	cfg := db.pool.Config().ConnConfig.Copy()
+	go func() {
+		backoff := time.Second
+		for ctx.Err() == nil {
+			err := db.listen(ctx, cfg, want, wake)
+			if ctx.Err() != nil {
+				return
+			}
+			if log != nil {
+				log.Warn("LISTEN connection lost; polling until it is back", "err", redactErr(err, db.dsn), "retry_in", backoff)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, time.Minute)
+		}
+	}()
+	return wake
+}
+
+func (db *DB) listen(ctx context.Context, cfg *pgx.ConnConfig, want string, wake chan struct{}) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "listen "+OutboxChannel); err != nil {
+		return err
+	}
+	// Events may have come while this connection was away.
+	signal(wake)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Payload == want {
+			signal(wake)
+		}
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
