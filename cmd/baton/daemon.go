@@ -44,7 +44,15 @@ finish, then their trees are stopped (TERM, then KILL) and their leases
 released; ticks claimed but not started go back to the store for another
 daemon.
 
-Exit status: 0 drained; 64 usage error or invalid job file; 69 store
+HTTP (--http ADDR): /healthz, /readyz (503 while the store is unreachable,
+its schema behind, or the daemon draining), /metrics, and a dashboard of
+jobs, runs, leases and the outbox with trigger, pause and resume buttons
+(see docs/DASHBOARD.md). It binds loopback addresses without a token; any
+other address needs --http-token-file (or --http-token), and then every
+request but the probes needs the token. --read-only removes the buttons.
+
+Exit status: 0 drained; 64 usage error, invalid job file, or an --http
+address that is not loopback without a token, or cannot be bound; 69 store
 unavailable at start; 70 internal error.
 `
 
@@ -58,6 +66,7 @@ type DaemonCommand struct {
 	poll          time.Duration
 	claimTTL      time.Duration
 	logFormat     string
+	http          httpFlags
 }
 
 // Run runs the daemon until it is told to drain.
@@ -70,6 +79,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.poll, "poll", 250*time.Millisecond, "how often to look for due ticks")
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -89,6 +99,9 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		return baton.Invalid("--poll", "must be at least 10ms, got %s", c.poll)
 	case c.claimTTL < time.Second:
 		return baton.Invalid("--claim-ttl", "must be at least 1s, got %s", c.claimTTL)
+	}
+	if err := c.http.check(); err != nil {
+		return err
 	}
 	log, err := newLogger(c.env.Stderr, c.logFormat)
 	if err != nil {
@@ -142,6 +155,13 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			log.Info("reloaded", "config", c.config, "jobs", len(f.Jobs))
 		}
 	}()
+	// The dashboard and probes (--http): /readyz turns 503 when ctx ends,
+	// the server stops once the runs have drained.
+	stopHTTP, err := c.http.serve(ctx, c.env, &c.store, st, log, nil)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	return d.Run(ctx)
 }
 

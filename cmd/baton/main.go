@@ -62,11 +62,14 @@ var commands = []struct {
 	{"daemon", "run the jobs of a job file on their schedules", func(e *Env) Command { return &DaemonCommand{env: e} }},
 	{"validate", "check a job file", func(e *Env) Command { return &ValidateCommand{env: e} }},
 	{"jobs", "list scheduled jobs: next tick, last outcome, drift", func(e *Env) Command { return &JobsCommand{env: e} }},
+	{"status", "the dashboard's overview in the terminal: jobs, overdue, daemons, leases", func(e *Env) Command { return &StatusCommand{env: e} }},
 	{"runs", "list recorded ticks and their outcomes", func(e *Env) Command { return &RunsCommand{env: e} }},
 	{"trigger", "run a job now, through the daemons", func(e *Env) Command { return &TriggerCommand{env: e} }},
 	{"pause", "stop scheduling a job", func(e *Env) Command { return &PauseCommand{env: e} }},
 	{"resume", "schedule a paused job again", func(e *Env) Command { return &PauseCommand{env: e, resume: true} }},
 	{"backfill", "record past ticks of a job for the daemons to run", func(e *Env) Command { return &BackfillCommand{env: e} }},
+	{"relay", "deliver the outbox's events to a sink (webhook, NATS, command)", func(e *Env) Command { return &RelayCommand{env: e} }},
+	{"outbox", "enqueue events, see the backlog, retry or skip dead events", func(e *Env) Command { return &OutboxCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/sqlite"
+	"github.com/batonhq/baton/web"
+)
+
+// httpFlags are the daemon's HTTP server: probes, /metrics and the
+// dashboard (package web).
+type httpFlags struct {
+	addr      string
+	token     string
+	tokenFile string
+	readOnly  bool
+}
+
+func (f *httpFlags) register(fs *flagSet) {
+	fs.StringVar(&f.addr, "http", "", "serve /healthz, /readyz, /metrics and the dashboard on `ADDR` (e.g. 127.0.0.1:8080); an address that is not loopback needs --http-token or --http-token-file")
+	fs.StringVar(&f.token, "http-token", "", "require this bearer `TOKEN` (at least 16 characters) on every HTTP request but /healthz and /readyz; prefer --http-token-file, since argv is visible to other users")
+	fs.StringVar(&f.tokenFile, "http-token-file", "", "read the HTTP token from `FILE` (trailing newline ignored)")
+	fs.BoolVar(&f.readOnly, "read-only", false, "the dashboard shows but offers and accepts no actions (trigger, pause, resume, retry)")
+}
+
+// check validates the flags and reads the token file, before the store is
+// opened, so that a bad flag costs nothing.
+func (f *httpFlags) check() error {
+	if f.addr == "" {
+		switch {
+		case f.token != "":
+			return baton.Invalid("--http-token", "needs --http ADDR")
+		case f.tokenFile != "":
+			return baton.Invalid("--http-token-file", "needs --http ADDR")
+		case f.readOnly:
+			return baton.Invalid("--read-only", "needs --http ADDR")
+		}
+		return nil
+	}
+	if f.token != "" && f.tokenFile != "" {
+		return baton.Invalid("--http-token", "give --http-token or --http-token-file, not both")
+	}
+	if f.tokenFile != "" {
+		b, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return baton.Invalid("--http-token-file", "%v", err)
+		}
+		f.token = strings.TrimRight(string(b), "\r\n")
+		if f.token == "" {
+			return baton.Invalid("--http-token-file", "%s is empty", f.tokenFile)
+		}
+	}
+	field := "--http-token"
+	if f.tokenFile != "" {
+		field = "--http-token-file"
+	}
+	if f.token != "" && len(f.token) < web.MinTokenLen {
+		return baton.Invalid(field, "the token is %d characters long; want at least %d (e.g. openssl rand -hex 32)", len(f.token), web.MinTokenLen)
+	}
+	if strings.ContainsAny(f.token, " \t\r\n") {
+		return baton.Invalid(field, "the token must not contain spaces or line breaks")
+	}
+	loopback, err := web.Loopback(f.addr)
+	if err != nil {
+		return baton.Invalid("--http", "%v", err)
+	}
+	if !loopback && f.token == "" {
+		return baton.Invalid("--http-token", "--http %s listens beyond this host: give --http-token-file FILE (or --http-token) so that only holders of the token see and act on the schedule, or bind to 127.0.0.1", f.addr)
+	}
+	return nil
+}
+
+// serve starts the HTTP server when --http is set and returns what stops
+// it. /readyz turns 503 as soon as ctx ends (the daemon drains); the server
+// itself stops when stop is called, after the daemon has drained.
+func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *store, log *slog.Logger, metrics http.Handler) (stop func(), err error) {
+	if f.addr == "" {
+		return func() {}, nil
+	}
+	ready, closeReady, err := readiness(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := web.New(web.Config{
+		Schedule: st.schedule, Leaser: st.leaser, Ready: ready, Metrics: metrics,
+		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: Version,
+	})
+	if err != nil {
+		closeReady()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		closeReady()
+		return nil, baton.Invalid("--http", "%v", err)
+	}
+	auth := "none (loopback only)"
+	if f.token != "" {
+		auth = "bearer token"
+	}
+	log.Info("http listening", "addr", ln.Addr().String(), "auth", auth, "read_only", f.readOnly)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	drained := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			srv.Drain()
+		case <-drained:
+		}
+	}()
+	return func() {
+		close(drained)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+		<-done
+		closeReady()
+	}, nil
+}
+
+// readiness is /readyz's check: the store answers, and its schema has
+// every migration this baton knows. For the local store it opens a second
+// handle on the schedule's SQLite file (the schedule's own is inside
+// scheduler.Store).
+func readiness(ctx context.Context, st *store) (func(context.Context) error, func(), error) {
+	if st.db != nil {
+		migrations, err := st.db.Migrations()
+		if err != nil {
+			return nil, nil, err
+		}
+		want := migrations[len(migrations)-1].Version
+		return func(ctx context.Context) error {
+			have, err := st.db.SchemaVersion(ctx)
+			return schemaCurrent(have, want, err)
+		}, func() {}, nil
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
+	if err != nil {
+		return nil, nil, err
+	}
+	migrations, err := db.Migrations()
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	want := migrations[len(migrations)-1].Version
+	return func(ctx context.Context) error {
+		if _, err := os.Stat(st.lockDir); err != nil {
+			return baton.Wrap(baton.EUNAVAILABLE, err, "the lock directory")
+		}
+		have, err := db.SchemaVersion(ctx)
+		return schemaCurrent(have, want, err)
+	}, func() { db.Close() }, nil
+}
+
+func schemaCurrent(have, want int, err error) error {
+	switch {
+	case err != nil:
+		return err
+	case have < want:
+		return baton.Errorf(baton.EUNAVAILABLE, "the store's schema is at migration %d, this baton needs %d: run 'baton migrate'", have, want)
+	}
+	return nil
+}
+
+// redactor removes the database password from whatever the server shows
+// or logs, as a second line of defence behind the store adapters' own
+// redaction.
+func redactor(dsn string) func(string) string {
+	var secrets []string
+	if u, err := url.Parse(dsn); err == nil && dsn != "" {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			secrets = append(secrets, pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
+		if pw := u.Query().Get("password"); pw != "" {
+			secrets = append(secrets, pw, url.QueryEscape(pw))
+		}
+	}
+	return func(s string) string {
+		for _, pw := range secrets {
+			s = strings.ReplaceAll(s, pw, "xxxxx")
+		}
+		return s
+	}
+}

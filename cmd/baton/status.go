@@ -1,0 +1,146 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/web"
+)
+
+const statusHelp = `
+Usage: baton status [flags]
+
+Shows in the terminal what the dashboard's first screen shows (see
+'baton daemon --http'): a summary, then every job with its schedule and
+zone, next tick, last outcome, the age of its last success, paused state
+and drift; the running daemons; and the leases held.
+
+A job is OVERDUE when its last success (or, if it never succeeded, its
+definition) is older than its expected interval: the tick after the
+success came, and the tick after that too, without a success. A paused
+job is never overdue.
+
+--json prints {"now", "store", "summary", "jobs", "daemons", "leases"}; each
+job has next_tick, last_outcome, last_success, last_success_age,
+expected_interval, overdue, paused and drift.
+
+Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal error.
+`
+
+// StatusCommand is `baton status`.
+type StatusCommand struct {
+	env   *Env
+	store storeFlags
+	json  bool
+}
+
+// Run prints the overview.
+func (c *StatusCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("status", c.env.Stdout, statusHelp)
+	c.store.register(fs)
+	fs.BoolVar(&c.json, "json", false, "print JSON: {\"summary\": {…}, \"jobs\": […], \"daemons\": […], \"leases\": […]}")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return baton.Invalid("arguments", "baton status takes none, got %q", pos)
+	}
+	st, err := c.store.openSchedule(ctx, c.env, "status")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	o, err := web.LoadOverview(ctx, st.schedule, st.leaser, false)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return printJSON(c.env.Stdout, o)
+	}
+	return printStatus(c.env, o)
+}
+
+func printStatus(env *Env, o *web.Overview) error {
+	w := env.Stdout
+	s := o.Summary
+	fmt.Fprintf(w, "store: %s %s (scope: %s)\n", o.Store.Kind, o.Store.Location, o.Store.Scope)
+	fmt.Fprintf(w, "jobs: %d (%d failing, %d overdue, %d paused, %d drifted); daemons: %d; leases held: %d\n",
+		s.Jobs, s.Failing, s.Overdue, s.Paused, s.Drifted, s.Daemons, s.Held)
+	if len(o.Jobs) == 0 {
+		fmt.Fprintln(w, "\nno jobs in the store (start 'baton daemon --config FILE')")
+	} else {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "JOB\tSCHEDULE\tNEXT TICK\tLAST\tLAST SUCCESS\tSTATE\tDRIFT")
+		for _, j := range o.Jobs {
+			sched := j.Schedule
+			if j.Timezone != "" {
+				sched += " (" + j.Timezone + ")"
+			}
+			next := "-"
+			if !j.NextTick.IsZero() {
+				next = j.NextTick.UTC().Format(time.RFC3339)
+			}
+			success := "never"
+			if j.SuccessAge != "" {
+				success = j.SuccessAge + " ago"
+			}
+			if j.Overdue {
+				success += " OVERDUE"
+			}
+			state := "active"
+			if j.Paused {
+				state = "paused"
+				if j.PausedNote != "" {
+					state += ": " + j.PausedNote
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Name, sched, next,
+				cmp.Or(string(j.LastOutcome), "-"), success, state, cmp.Or(strings.Join(j.Drift, "; "), "-"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(o.Daemons) == 0 {
+		fmt.Fprintln(w, "\nno daemon seen in the last 2 minutes: nothing runs the schedule")
+	} else {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DAEMON\tHOST\tPID\tCONFIG\tSTARTED\tLAST SEEN")
+		for _, d := range o.Daemons {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s ago\n", d.ID, d.Host, d.PID, d.Config, stamp(d.Started),
+				o.Now.Sub(d.Seen).Round(time.Second))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	var held []baton.Lease
+	for _, l := range o.Leases {
+		if l.State == baton.LeaseHeld {
+			held = append(held, l)
+		}
+	}
+	if len(held) == 0 {
+		fmt.Fprintln(w, "\nno lease held ('baton leases' lists them all)")
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LEASE\tTOKEN\tHOLDER\tACQUIRED\tUNTIL")
+	for _, l := range held {
+		holder := "-"
+		if l.Holder.Host != "" || l.Holder.PID != 0 {
+			holder = fmt.Sprintf("%s:%d", l.Holder.Host, l.Holder.PID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", l.Job, l.Token, holder, stamp(l.Holder.AcquiredAt), stamp(l.Holder.Until))
+	}
+	return tw.Flush()
+}

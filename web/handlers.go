@@ -1,0 +1,203 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// recentRuns is how many of a job's ticks its page lists.
+const recentRuns = 50
+
+// maxNote bounds a pause note from the form.
+const maxNote = 200
+
+func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	o, err := LoadOverview(ctx, s.cfg.Schedule, s.cfg.Leaser, true)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "overview", o)
+}
+
+// jobData is one job's page.
+type jobData struct {
+	Now      time.Time
+	Job      baton.DefinedJob
+	Status   JobStatus
+	Timeline *Timeline
+	Runs     []runRow
+}
+
+type runRow struct {
+	baton.TickRecord
+	AttemptList []scheduler.Attempt
+}
+
+func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	name := r.PathValue("name")
+	dj, err := s.cfg.Schedule.Job(ctx, name)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	now, err := s.cfg.Schedule.Now(ctx)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	// The job's last outcome and success come with the list of all jobs.
+	jobs, err := s.cfg.Schedule.Jobs(ctx)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	for _, j := range jobs {
+		if j.Job.Name == name {
+			dj = &j
+		}
+	}
+	daemons, err := s.cfg.Schedule.Daemons(ctx, DaemonWindow)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	d := &jobData{Now: now, Job: *dj, Status: jobStatus(*dj, daemons, now)}
+	if d.Timeline, err = loadTimeline(ctx, s.cfg.Schedule, *dj, now, jobSlots); err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	ticks, err := s.cfg.Schedule.Ticks(ctx, name, recentRuns)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	for _, t := range ticks {
+		row := runRow{TickRecord: t}
+		if t.Attempts > 1 {
+			if row.AttemptList, err = s.cfg.Schedule.Attempts(ctx, name, t.At); err != nil {
+				s.failErr(w, r, err)
+				return
+			}
+		}
+		d.Runs = append(d.Runs, row)
+	}
+	s.render(w, r, http.StatusOK, "job", d)
+}
+
+type leasesData struct {
+	Now    time.Time
+	Leases []baton.Lease
+}
+
+func (s *Server) leasesPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	leases, err := s.cfg.Leaser.Leases(ctx)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	now, err := s.cfg.Schedule.Now(ctx)
+	if err != nil {
+		s.failErr(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "leases", &leasesData{Now: now, Leases: leases})
+}
+
+// actionResult is what an action did, for its JSON answer and log.
+type actionResult struct {
+	Action string      `json:"action"`
+	Job    string      `json:"job,omitempty"`
+	Event  int64       `json:"event,omitempty"`
+	Tick   *baton.Tick `json:"tick,omitempty"`
+	back   string      // the page a browser returns to
+	done   string      // its flash
+}
+
+// action wraps an action's handler with the checks every action makes, in
+// order: read-only (403), CSRF (403; the cross-origin check ran earlier),
+// then runs it, logs it, and answers: 303 back to the page for a browser,
+// JSON for a client that asks for it.
+func (s *Server) action(do func(ctx context.Context, r *http.Request) (*actionResult, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := authOf(r.Context())
+		if s.cfg.ReadOnly {
+			s.log.Warn("http: action refused: read-only", "path", r.URL.Path, "remote", r.RemoteAddr)
+			s.fail(w, r, http.StatusForbidden, "this dashboard is read-only (--read-only)")
+			return
+		}
+		if !s.checkCSRF(w, r, a) {
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+		defer cancel()
+		res, err := do(ctx, r)
+		if err != nil {
+			s.log.Warn("http: action failed", "path", r.URL.Path, "remote", r.RemoteAddr, "auth", a.how, "err", s.redact(err.Error()))
+			s.failErr(w, r, err)
+			return
+		}
+		s.log.Info("http: action", "action", res.Action, "job", res.Job, "event", res.Event,
+			"remote", r.RemoteAddr, "auth", a.how)
+		if strings.Contains(r.Header.Get("Accept"), "application/json") {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(res)
+			return
+		}
+		back := localPath(r.PostForm.Get("back"), res.back)
+		if u, err := url.Parse(back); err == nil {
+			q := u.Query()
+			q.Set("done", res.done)
+			u.RawQuery = q.Encode()
+			back = u.String()
+		}
+		http.Redirect(w, r, back, http.StatusSeeOther)
+	}
+}
+
+func jobPath(name string) string { return "/jobs/" + url.PathEscape(name) }
+
+func (s *Server) trigger(ctx context.Context, r *http.Request) (*actionResult, error) {
+	name := r.PathValue("name")
+	tick, err := s.cfg.Schedule.Trigger(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &actionResult{Action: "trigger", Job: name, Tick: &tick, back: jobPath(name), done: "triggered"}, nil
+}
+
+func (s *Server) pause(ctx context.Context, r *http.Request) (*actionResult, error) {
+	name := r.PathValue("name")
+	note := strings.TrimSpace(r.PostForm.Get("note"))
+	if len(note) > maxNote {
+		return nil, baton.Invalid("note", "is %d bytes long; the limit is %d", len(note), maxNote)
+	}
+	if note == "" {
+		note = "paused from the dashboard"
+	}
+	if err := s.cfg.Schedule.Pause(ctx, name, note); err != nil {
+		return nil, err
+	}
+	return &actionResult{Action: "pause", Job: name, back: jobPath(name), done: "paused"}, nil
+}
+
+func (s *Server) resume(ctx context.Context, r *http.Request) (*actionResult, error) {
+	name := r.PathValue("name")
+	if err := s.cfg.Schedule.Resume(ctx, name); err != nil {
+		return nil, err
+	}
+	return &actionResult{Action: "resume", Job: name, back: jobPath(name), done: "resumed"}, nil
+}

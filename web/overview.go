@@ -1,0 +1,185 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// DaemonWindow is how recently a daemon must have been seen to count as
+// running (as for 'baton jobs').
+const DaemonWindow = 2 * time.Minute
+
+// Overview is the dashboard's first screen, and what 'baton status' prints.
+type Overview struct {
+	Now     time.Time              `json:"now"` // the store's clock
+	Store   baton.StoreInfo        `json:"store"`
+	Summary Summary                `json:"summary"`
+	Jobs    []JobStatus            `json:"jobs"`
+	Daemons []scheduler.DaemonInfo `json:"daemons"`
+	Leases  []baton.Lease          `json:"leases"`
+}
+
+// Summary counts what needs a look.
+type Summary struct {
+	Jobs    int `json:"jobs"`
+	Paused  int `json:"paused"`
+	Failing int `json:"failing"` // last outcome neither succeeded nor skipped
+	Overdue int `json:"overdue"` // no success within the expected interval
+	Drifted int `json:"drifted"`
+	Daemons int `json:"daemons"`
+	Held    int `json:"leases_held"`
+}
+
+// JobStatus is one job's line of the overview.
+type JobStatus struct {
+	Name        string        `json:"name"`
+	Schedule    string        `json:"schedule"`
+	Timezone    string        `json:"timezone,omitempty"`
+	Version     string        `json:"version"`
+	NextTick    time.Time     `json:"next_tick,omitzero"`
+	LastOutcome baton.Outcome `json:"last_outcome,omitempty"`
+	LastTick    time.Time     `json:"last_tick,omitzero"`
+	LastSuccess time.Time     `json:"last_success,omitzero"`
+	SuccessAge  string        `json:"last_success_age,omitempty"` // as 'baton jobs' writes it
+	// Interval is the gap between the two ticks that follow the last
+	// success (or the job's definition): the time a success may take to
+	// come before the job is Overdue.
+	Interval   baton.Duration `json:"expected_interval,omitempty"`
+	Overdue    bool           `json:"overdue"`
+	Paused     bool           `json:"paused"`
+	PausedNote string         `json:"paused_note,omitempty"`
+	Drift      []string       `json:"drift,omitempty"`
+	// Timeline is the last 24 h of ticks, for the dashboard.
+	Timeline *Timeline `json:"-"`
+}
+
+// Failing says the job's last ended tick did not succeed (skips aside:
+// they are the overlap and catch-up policies working).
+func (j JobStatus) Failing() bool {
+	switch j.LastOutcome {
+	case "", baton.OutcomeSucceeded, baton.OutcomeSkippedOverlap, baton.OutcomeSkippedMissed:
+		return false
+	}
+	return true
+}
+
+// LoadOverview reads the overview from the store: jobs (with drift against
+// every running daemon's file), daemons and leases. With timelines, each
+// job gets its last 24 h of ticks too (one query per job).
+func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, timelines bool) (*Overview, error) {
+	jobs, err := sched.Jobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	daemons, err := sched.Daemons(ctx, DaemonWindow)
+	if err != nil {
+		return nil, err
+	}
+	now, err := sched.Now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	leases, err := leaser.Leases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := &Overview{Now: now, Store: leaser.Info(), Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
+	if o.Daemons == nil {
+		o.Daemons = []scheduler.DaemonInfo{}
+	}
+	if o.Leases == nil {
+		o.Leases = []baton.Lease{}
+	}
+	for _, dj := range jobs {
+		js := jobStatus(dj, daemons, now)
+		if timelines {
+			if js.Timeline, err = loadTimeline(ctx, sched, dj, now, overviewSlots); err != nil {
+				return nil, err
+			}
+		}
+		o.Jobs = append(o.Jobs, js)
+	}
+	o.Summary = summarize(o)
+	return o, nil
+}
+
+func summarize(o *Overview) Summary {
+	s := Summary{Jobs: len(o.Jobs), Daemons: len(o.Daemons)}
+	for _, j := range o.Jobs {
+		if j.Paused {
+			s.Paused++
+		}
+		if j.Failing() {
+			s.Failing++
+		}
+		if j.Overdue {
+			s.Overdue++
+		}
+		if len(j.Drift) > 0 {
+			s.Drifted++
+		}
+	}
+	for _, l := range o.Leases {
+		if l.State == baton.LeaseHeld {
+			s.Held++
+		}
+	}
+	return s
+}
+
+func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, now time.Time) JobStatus {
+	js := JobStatus{
+		Name: dj.Job.Name, Schedule: dj.Job.Schedule, Timezone: dj.Job.Timezone, Version: dj.Version,
+		NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
+		Paused: dj.Paused, PausedNote: dj.PausedNote,
+	}
+	if !dj.LastSuccess.IsZero() {
+		js.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()
+	}
+	interval, overdue := expected(dj, now)
+	js.Interval, js.Overdue = baton.Duration(interval), overdue
+	for _, d := range daemons {
+		v, ok := d.Versions[dj.Job.Name]
+		switch {
+		case !ok:
+			js.Drift = append(js.Drift, fmt.Sprintf("%s (%s) has no such job in %s", d.Host, d.ID, d.Config))
+		case v != dj.Version:
+			js.Drift = append(js.Drift, fmt.Sprintf("%s (%s) has version %s in %s", d.Host, d.ID, v, d.Config))
+		}
+	}
+	sort.Strings(js.Drift)
+	return js
+}
+
+// expected returns the job's expected interval and whether its last
+// success is older than it allows. The clock starts at the last success
+// (or, for a job that never succeeded, its definition): the next tick
+// after it, t1, is the one that should succeed, and it has until the tick
+// after that, t2, plus the job's jitter. So a job every minute is overdue
+// once a whole minute's tick came and went without a success, a weekday
+// job on Friday evening is not overdue on Sunday, and a paused job or one
+// whose schedule has no more instants is never overdue.
+func expected(dj baton.DefinedJob, now time.Time) (time.Duration, bool) {
+	c, err := scheduler.Compile(dj.Job)
+	if err != nil {
+		return 0, false
+	}
+	from := dj.LastSuccess
+	if from.IsZero() {
+		from = dj.DefinedAt
+	}
+	t1 := c.Next(from)
+	if t1.IsZero() {
+		return 0, false
+	}
+	t2 := c.Next(t1)
+	if t2.IsZero() {
+		return 0, false
+	}
+	return t2.Sub(t1), !dj.Paused && now.After(t2.Add(dj.Job.Jitter.D()))
+}

@@ -1,0 +1,253 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+//go:embed templates
+var templateFiles embed.FS
+
+// style is the dashboard's CSS, inlined in every page and allowed by its
+// hash in the Content-Security-Policy.
+var style, styleHash = func() (string, string) {
+	b, err := templateFiles.ReadFile("templates/style.css")
+	if err != nil {
+		panic("web: embedded style.css: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return string(b), "sha256-" + base64.StdEncoding.EncodeToString(sum[:])
+}()
+
+// pages are the parsed templates, one set per page (each defines
+// "content" for the shared layout).
+type pages struct{ byName map[string]*template.Template }
+
+func loadPages() (*pages, error) {
+	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("web: parsing layout: %w", err)
+	}
+	names, err := fs.Glob(templateFiles, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, file := range names {
+		name := strings.TrimSuffix(strings.TrimPrefix(file, "templates/"), ".html")
+		if name == "layout" {
+			continue
+		}
+		t, err := template.Must(base.Clone()).ParseFS(templateFiles, file)
+		if err != nil {
+			return nil, fmt.Errorf("web: parsing %s: %w", file, err)
+		}
+		p.byName[name] = t
+	}
+	return p, nil
+}
+
+// page is what the layout needs besides the page's own data.
+type page struct {
+	Title    string
+	Nav      string // which tab is current
+	CSS      template.CSS
+	Version  string
+	Store    baton.StoreInfo
+	Auth     string // "none", "session" or "bearer"
+	Token    bool   // the server has a token (so there is a sign-out)
+	ReadOnly bool
+	CSRF     string
+	Flash    string
+	Error    string
+	Now      time.Time
+	Data     any
+}
+
+// render writes the page with status. Rendering goes to a buffer first, so
+// that a template error becomes a clean 500 rather than half a page.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	a := authOf(r.Context())
+	p := &page{
+		Title: titles[name], Nav: name, CSS: template.CSS(style), Version: s.cfg.Version,
+		Store: s.cfg.Leaser.Info(), Auth: a.how, Token: s.cfg.Token != "", ReadOnly: s.cfg.ReadOnly,
+		Flash: flashes[r.URL.Query().Get("done")], Data: data, Now: s.cfg.Now().UTC(),
+	}
+	if s.cfg.Token != "" && !a.ok {
+		p.Store = baton.StoreInfo{} // nothing about the store before sign-in
+	}
+	p.Store.Location = s.redact(p.Store.Location)
+	if a.ok && name != "error" {
+		if sess := s.ensureSession(w, r, a); sess != nil {
+			p.CSRF = sess.csrf
+		}
+	}
+	if e, ok := data.(*errorData); ok {
+		p.Title, p.Error = http.StatusText(e.Status), e.Message
+	}
+	var buf bytes.Buffer
+	t := s.pages.byName[name]
+	if t == nil {
+		panic("web: no page " + name)
+	}
+	if err := t.ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		s.log.Error("http: rendering a page", "page", name, "err", s.redact(err.Error()))
+		status, buf = http.StatusInternalServerError, *bytes.NewBufferString("internal error: the page did not render (see the daemon's log)\n")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	} else {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	}
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(buf.Bytes())
+	}
+}
+
+var titles = map[string]string{
+	"overview": "Jobs", "job": "Job", "leases": "Leases", "outbox": "Outbox", "login": "Sign in",
+}
+
+// flashes are the messages an action's redirect may ask for (?done=…):
+// fixed texts, so that a link cannot make the page say anything else.
+var flashes = map[string]string{
+	"triggered": "Triggered: a daemon will claim the manual tick within its poll interval.",
+	"paused":    "Paused: no new ticks until it is resumed.",
+	"resumed":   "Resumed: scheduling from now; the paused time is not caught up.",
+	"retried":   "Retried: the event is pending again.",
+}
+
+// actionsView is what a job's buttons need.
+type actionsView struct {
+	Name, Back, CSRF string
+	Paused, ReadOnly bool
+}
+
+type errorData struct {
+	Status  int
+	Message string
+}
+
+// fail answers with status and message: an HTML page for browsers, plain
+// text for everyone else. The message is redacted; 5xx are logged.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	msg = s.redact(msg)
+	if status >= 500 {
+		s.log.Error("http: request failed", "method", r.Method, "path", r.URL.Path, "status", status, "err", msg)
+	}
+	if wantsHTML(r) {
+		s.render(w, r, status, "error", &errorData{Status: status, Message: msg})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, msg)
+}
+
+// failErr answers with the status baton's error code maps to.
+func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	s.fail(w, r, baton.HTTPStatus(err), err.Error())
+}
+
+// secretInURL matches the password of user:password@ in any URL in a text
+// (a job's command may hold one).
+var secretInURL = regexp.MustCompile(`(\w+://[^:/@\s]*:)[^@\s]*@`)
+
+var funcs = template.FuncMap{
+	"jobURL": func(name string) string { return "/jobs/" + url.PathEscape(name) },
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	// ago and in write a time relative to now (the store's clock).
+	"ago": func(t, now time.Time) string {
+		if t.IsZero() {
+			return "never"
+		}
+		return human(now.Sub(t)) + " ago"
+	},
+	"until": func(t, now time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		if d := t.Sub(now); d >= 0 {
+			return "in " + human(d)
+		}
+		return human(now.Sub(t)) + " ago"
+	},
+	"duration": func(from, to time.Time) string {
+		if from.IsZero() || to.IsZero() {
+			return "-"
+		}
+		d := to.Sub(from)
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(100 * time.Millisecond).String()
+	},
+	"human": func(d baton.Duration) string { return human(d.D()) },
+	"outcomeClass": func(o any) string {
+		if s := fmt.Sprint(o); s != "" {
+			return "o-" + s
+		}
+		return "o-none"
+	},
+	"actions": func(p *page, name string, paused bool, back string) actionsView {
+		return actionsView{Name: name, Paused: paused, Back: back, CSRF: p.CSRF, ReadOnly: p.ReadOnly}
+	},
+	"command": func(j baton.Job) string { return secretInURL.ReplaceAllString(j.CommandString(), "${1}xxxxx@") },
+	"holder": func(h baton.Holder) string {
+		if h.Host == "" && h.PID == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s:%d", h.Host, h.PID)
+	},
+	"yesNo": func(b *bool) string {
+		switch {
+		case b == nil:
+			return "-"
+		case *b:
+			return "yes"
+		}
+		return "no"
+	},
+	"deref": func(p *int) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	},
+	"mul": func(a, b int) int { return a * b },
+	"add": func(a, b int) int { return a + b },
+}
+
+// human writes a duration the way people read ages: 3s, 4m10s, 2h5m, 3d4h.
+func human(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-" + human(-d)
+	case d < time.Minute:
+		return d.Round(time.Second).String()
+	case d < time.Hour:
+		d = d.Round(time.Second)
+		return fmt.Sprintf("%dm%02ds", d/time.Minute, d%time.Minute/time.Second)
+	case d < 48*time.Hour:
+		d = d.Round(time.Minute)
+		return fmt.Sprintf("%dh%02dm", d/time.Hour, d%time.Hour/time.Minute)
+	}
+	d = d.Round(time.Hour)
+	return fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+}
