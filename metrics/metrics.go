@@ -1,0 +1,190 @@
+// Package metrics exposes what baton does as Prometheus metrics (it wraps
+// prometheus/client_golang): the scheduler's runs, skips and leases as they
+// happen in this process (Scheduler), the durable schedule as every daemon
+// sees it, read from the store at scrape time (WatchSchedule), the outbox's
+// relays (Outbox) and backlog (WatchOutbox), and the connection pool
+// (WatchPool).
+//
+// Every metric is named baton_…, in base units, and labelled only by job
+// and by values from small fixed sets (outcome, reason, result, state):
+// never by tick, run id, token or host, so the number of series grows with
+// the number of jobs and nothing else. docs/METRICS.md lists them all.
+package metrics
+
+import (
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// namespace prefixes every metric of baton's own.
+const namespace = "baton"
+
+// Metrics is one process's metrics, in a registry of its own (not the
+// global one, so that tests and libraries embedding baton do not collide).
+type Metrics struct {
+	reg *prometheus.Registry
+
+	runs           *prometheus.CounterVec
+	runDuration    *prometheus.HistogramVec
+	runsInProgress *prometheus.GaugeVec
+	startLag       prometheus.Histogram
+	skipped        *prometheus.CounterVec
+	leaseAcquired  *prometheus.CounterVec
+	leaseBusy      *prometheus.CounterVec
+	leaseLost      *prometheus.CounterVec
+	token          *prometheus.GaugeVec
+	renewDuration  prometheus.Histogram
+	renewals       *prometheus.CounterVec
+
+	mu         sync.Mutex
+	jobs       []string       // the job file's jobs, as last loaded
+	inProgress map[string]int // runs_in_progress, by job
+
+	scheduleOnce sync.Once
+	schedule     atomic.Pointer[scheduleSource]
+	poolOnce     sync.Once
+	pool         atomic.Pointer[func() PoolStats]
+
+	outbox     outboxMetrics
+	outboxOnce sync.Once
+	outboxSrc  atomic.Pointer[outboxSource]
+}
+
+// Bucket bounds, in seconds. Runs last from milliseconds to hours; a start
+// is late by a poll interval normally and by minutes when daemons are
+// overloaded; a renewal is one short statement (or a stat of a lock file).
+var (
+	runDurationBuckets = []float64{0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600}
+	startLagBuckets    = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900}
+	renewBuckets       = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+)
+
+// New makes a registry with the Go runtime's and the process's collectors
+// and baton's scheduler metrics. The store and pool metrics are added by
+// WatchSchedule and WatchPool.
+func New() *Metrics {
+	m := &Metrics{
+		reg:        prometheus.NewRegistry(),
+		inProgress: map[string]int{},
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "runs_total",
+			Help: "Attempts of jobs' ticks that ended, by outcome (succeeded, failed, timed-out, lost-lease, fenced, unknown). A retried tick counts each attempt.",
+		}, []string{"job", "outcome"}),
+		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "run_duration_seconds",
+			Help:    "How long attempts ran in this daemon, from the lease taken to the tree gone, whatever their outcome.",
+			Buckets: runDurationBuckets,
+		}, []string{"job"}),
+		runsInProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "runs_in_progress",
+			Help: "Attempts running in this daemon now.",
+		}, []string{"job"}),
+		startLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "tick_start_lag_seconds",
+			Help:    "How late first attempts started after their tick was due (its instant plus its jitter), on this host's clock. Retries and backfilled ticks are not counted.",
+			Buckets: startLagBuckets,
+		}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "ticks_skipped_total",
+			Help: "Ticks that ended without a run, by reason: overlap, queue_full, replace_failed (outcome skipped-overlap); missed, job_removed (outcome skipped-missed).",
+		}, []string{"job", "reason"}),
+		leaseAcquired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "lease_acquisitions_total",
+			Help: "Terms of jobs' leases granted to this daemon.",
+		}, []string{"job"}),
+		leaseBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "lease_busy_total",
+			Help: "Ticks that found their job's leases held when they tried to take one.",
+		}, []string{"job"}),
+		leaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "lease_lost_total",
+			Help: "Terms lost while their command ran (renewal refused, or trust ran out), or found lost when this daemon took over a tick whose daemon died.",
+		}, []string{"job"}),
+		token: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "lease_fencing_token",
+			Help: "Fencing token of the last term this daemon was granted, by job and lease (the job's name, or job#N for overlap allow: N).",
+		}, []string{"job", "lease"}),
+		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "lease_renew_duration_seconds",
+			Help:    "How long lease renewals took, whatever their result.",
+			Buckets: renewBuckets,
+		}),
+		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "lease_renewals_total",
+			Help: "Lease renewals by result: ok, lost (the term is gone), error (fate unknown; retried).",
+		}, []string{"result"}),
+	}
+	m.outbox = newOutboxMetrics()
+	m.reg.MustRegister(m.outbox.collectors()...)
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.runs, m.runDuration, m.runsInProgress, m.startLag, m.skipped,
+		m.leaseAcquired, m.leaseBusy, m.leaseLost, m.token, m.renewDuration, m.renewals,
+	)
+	for _, r := range renewResults {
+		m.renewals.WithLabelValues(r)
+	}
+	return m
+}
+
+// Handler serves the registry in Prometheus's exposition formats. A
+// collector that fails (none of baton's do: the store's says so in
+// baton_schedule_up) does not hide the others.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		Registry:            m.reg, // promhttp_metric_handler_errors_total
+		MaxRequestsInFlight: 4,
+	})
+}
+
+// Registry is where the metrics are, for a caller that adds its own.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// jobVecs are the metrics labelled by job, forgotten when a job leaves
+// (runs_in_progress too, once the job's runs have ended).
+func (m *Metrics) jobVecs() []interface {
+	DeletePartialMatch(prometheus.Labels) int
+} {
+	return []interface {
+		DeletePartialMatch(prometheus.Labels) int
+	}{m.runs, m.runDuration, m.skipped, m.leaseAcquired, m.leaseBusy, m.leaseLost, m.token}
+}
+
+// loadJobs makes the counters of the file's jobs exist at zero, so that
+// the first failure of a job is an increase that rate() and increase()
+// see, and drops every series of the jobs the file no longer has.
+func (m *Metrics) loadJobs(jobs []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, old := range m.jobs {
+		if !slices.Contains(jobs, old) {
+			for _, v := range m.jobVecs() {
+				v.DeletePartialMatch(prometheus.Labels{"job": old})
+			}
+			if m.inProgress[old] == 0 {
+				m.runsInProgress.DeleteLabelValues(old)
+			}
+		}
+	}
+	for _, job := range jobs {
+		for _, o := range runOutcomes {
+			m.runs.WithLabelValues(job, o)
+		}
+		for _, r := range skipReasons {
+			m.skipped.WithLabelValues(job, r)
+		}
+		m.leaseAcquired.WithLabelValues(job)
+		m.leaseBusy.WithLabelValues(job)
+		m.leaseLost.WithLabelValues(job)
+		m.runsInProgress.WithLabelValues(job)
+	}
+	m.jobs = slices.Clone(jobs)
+}

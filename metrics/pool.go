@@ -1,0 +1,80 @@
+package metrics
+
+import (
+	"database/sql"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// PoolStats is a snapshot of a connection pool.
+type PoolStats struct {
+	InUse int // connections lent out
+	Idle  int // connections open and unused
+	Max   int // the pool's bound; 0 when it has none
+	// Waits counts acquisitions that found no idle connection and waited
+	// (for one to be released or, with pgx, for a new one to connect),
+	// since the pool opened; WaitTime is their total wait.
+	Waits    int64
+	WaitTime time.Duration
+}
+
+// PgxPoolStats reads a pgx pool: PostgreSQL's leases and, through
+// database/sql, its schedule share it (postgres.DB.Pool).
+func PgxPoolStats(p *pgxpool.Pool) func() PoolStats {
+	return func() PoolStats {
+		s := p.Stat()
+		return PoolStats{InUse: int(s.AcquiredConns()), Idle: int(s.IdleConns()), Max: int(s.MaxConns()),
+			Waits: s.EmptyAcquireCount(), WaitTime: s.EmptyAcquireWaitTime()}
+	}
+}
+
+// SQLPoolStats reads a database/sql pool: the local store's SQLite
+// schedule (a *sql.DB, or scheduler.Store, which has the same Stats).
+func SQLPoolStats(db interface{ Stats() sql.DBStats }) func() PoolStats {
+	return func() PoolStats {
+		s := db.Stats()
+		return PoolStats{InUse: s.InUse, Idle: s.Idle, Max: s.MaxOpenConnections,
+			Waits: s.WaitCount, WaitTime: s.WaitDuration}
+	}
+}
+
+var (
+	poolConnsDesc = prometheus.NewDesc("baton_db_pool_connections",
+		"Connections of the store's pool, by state: in_use (lent out) or idle.",
+		[]string{"state"}, nil)
+	poolMaxDesc = prometheus.NewDesc("baton_db_pool_max_connections",
+		"The most connections the pool opens (--db-max-conns); 0 when unbounded.",
+		nil, nil)
+	poolWaitsDesc = prometheus.NewDesc("baton_db_pool_waits_total",
+		"Acquisitions that found no idle connection and waited (for a release or, on PostgreSQL, a new connection).",
+		nil, nil)
+	poolWaitDesc = prometheus.NewDesc("baton_db_pool_wait_seconds_total",
+		"Total time acquisitions waited for a connection.",
+		nil, nil)
+)
+
+// WatchPool adds the pool's statistics, read by stat at each scrape.
+// Calling it again watches another pool instead.
+func (m *Metrics) WatchPool(stat func() PoolStats) {
+	m.pool.Store(&stat)
+	m.poolOnce.Do(func() { m.reg.MustRegister(poolCollector{m}) })
+}
+
+type poolCollector struct{ m *Metrics }
+
+func (c poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolConnsDesc, poolMaxDesc, poolWaitsDesc, poolWaitDesc} {
+		ch <- d
+	}
+}
+
+func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := (*c.m.pool.Load())()
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(s.InUse), "in_use")
+	ch <- prometheus.MustNewConstMetric(poolConnsDesc, prometheus.GaugeValue, float64(s.Idle), "idle")
+	ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(s.Max))
+	ch <- prometheus.MustNewConstMetric(poolWaitsDesc, prometheus.CounterValue, float64(s.Waits))
+	ch <- prometheus.MustNewConstMetric(poolWaitDesc, prometheus.CounterValue, s.WaitTime.Seconds())
+}
