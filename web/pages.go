@@ -157,7 +157,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, status int, msg st
 
 // failErr answers with the status baton's error code maps to.
 func (s *Server) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	s.fail(w, r, baton.HTTPStatus(err), err.Error())
+	msg := err.Error()
+	if baton.ErrorCode(err) == baton.EUNAVAILABLE && !strings.Contains(msg, "unavailable") {
+		msg = "the store is unavailable: " + msg
+	}
+	s.fail(w, r, baton.HTTPStatus(err), msg)
 }
 
 // secretInURL matches the password of user:password@ in any URL in a text

@@ -187,9 +187,6 @@ func (s *Server) routes() http.Handler {
 	private.HandleFunc("POST /jobs/{name}/pause", s.action(s.pause))
 	private.HandleFunc("POST /jobs/{name}/resume", s.action(s.resume))
 	private.HandleFunc("POST /logout", s.logout)
-	private.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, http.StatusNotFound, "no such page")
-	})
 	mux.Handle("/", s.authenticate(private))
 	return s.secure(s.cop.Handler(mux))
 }
