@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	batonhttp "github.com/batonhq/baton/http"
 	"github.com/batonhq/baton/outbox"
 )
 
@@ -111,8 +112,11 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 	if err != nil {
 		return err
 	}
-	if !validHeaderValue(e.Key) {
-		return outbox.Permanent(fmt.Errorf("POST %s: %s: its key cannot be sent as an HTTP header (it holds a control character)", w, e))
+	// The key goes as a structured-field string, as the Idempotency-Key
+	// draft and baton's own receiver (http.Idempotent) want it.
+	idemKey, err := batonhttp.FormatIdempotencyKey(e.Key)
+	if err != nil {
+		return outbox.Permanent(fmt.Errorf("POST %s: %s: its key cannot be an Idempotency-Key header: %w", w, e, err))
 	}
 	target := w.url
 	if w.perTopic {
@@ -130,7 +134,7 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "baton-relay")
-	h.Set("Idempotency-Key", e.Key)
+	h.Set("Idempotency-Key", idemKey)
 	h.Set("Baton-Event-Id", strconv.FormatInt(e.ID, 10))
 	h.Set("Baton-Topic", e.Topic)
 	h.Set("Baton-Attempt", strconv.Itoa(e.Attempt))

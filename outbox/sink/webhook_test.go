@@ -8,12 +8,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	batonhttp "github.com/batonhq/baton/http"
 	"github.com/batonhq/baton/outbox"
 )
 
@@ -149,7 +153,7 @@ func TestWebhookRequest(t *testing.T) {
 	}
 	for h, want := range map[string]string{
 		"Content-Type":    "application/json",
-		"Idempotency-Key": "order-7/created",
+		"Idempotency-Key": `"order-7/created"`,
 		"Baton-Event-Id":  "42",
 		"Baton-Topic":     "orders.created",
 		"Baton-Attempt":   "3",
@@ -157,6 +161,10 @@ func TestWebhookRequest(t *testing.T) {
 		if v := r.header.Get(h); v != want {
 			t.Errorf("header %s = %q, want %q", h, v, want)
 		}
+	}
+
+	if key, err := batonhttp.ParseIdempotencyKey(r.header.Get("Idempotency-Key")); key != e.Key {
+		t.Errorf("baton's receiver reads the Idempotency-Key as %q (%v), want %q", key, err, e.Key)
 	}
 
 	var env outbox.Event
@@ -336,16 +344,68 @@ func TestWebhookSendsBasicAuthAndHidesIt(t *testing.T) {
 	}
 }
 
-func TestWebhookRefusesKeyThatIsNoHeader(t *testing.T) {
+func TestWebhookKeyIsAStructuredFieldString(t *testing.T) {
 	t.Parallel()
+	got := make(chan string, 1)
 	var hits atomic.Int32
-	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) })
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		got <- r.Header.Get("Idempotency-Key")
+	})
+	w := openWebhook(t, srv.URL, Options{})
 	e := testEvent()
-	e.Key = "a\r\nX-Injected: 1"
-	if err := openWebhook(t, srv.URL, Options{}).Deliver(context.Background(), e); outcomeOf(err) != dead {
-		t.Errorf("Deliver = %v, want dead", err)
+	e.Key = `say "hi" \ bye`
+	if err := w.Deliver(context.Background(), e); err != nil {
+		t.Fatal(err)
 	}
-	if hits.Load() != 0 {
-		t.Error("the request was sent")
+	if h := <-got; h != `"say \"hi\" \\ bye"` {
+		t.Errorf("Idempotency-Key: %s", h)
+	}
+	for _, key := range []string{"a\r\nX-Injected: 1", "clé-unicode", strings.Repeat("k", batonhttp.MaxIdempotencyKeyLen+1)} {
+		e.Key = key
+		if err := w.Deliver(context.Background(), e); outcomeOf(err) != dead {
+			t.Errorf("key %.20q: Deliver = %v, want dead", key, err)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("%d requests sent, want 1", n)
 	}
 }
+
+// The shell check in docs/SINKS.md, run as it is written there, accepts
+// what Sign makes and refuses a wrong secret.
+func TestSignatureShellCheckInDocs(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl here:", err)
+	}
+	doc, err := os.ReadFile("../../docs/SINKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```sh\n# verify a Baton-Signature\n"
+	_, script, ok := strings.Cut(string(doc), open)
+	script, _, ok2 := strings.Cut(script, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/SINKS.md has no block starting %q", open)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "body.json"), []byte(testBody), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secret := "whsec 'quoted' $x"
+	sig := Sign([]byte(secret), time.Now(), []byte(testBody))
+	for _, tc := range []struct {
+		secret, want string
+	}{{secret, "valid\n"}, {"another", ""}} {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SECRET="+tc.secret, "sig="+sig)
+		out, _ := cmd.CombinedOutput()
+		if string(out) != tc.want {
+			t.Errorf("secret %q: the check says %q, want %q", tc.secret, out, tc.want)
+		}
+	}
+}
+
+const testBody = `{"id":42,"topic":"orders.created","key":"order-7/created","payload":{"total":"12.50%"},"attempt":3}`
