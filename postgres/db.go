@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,10 +71,11 @@ const DefaultConnectTimeout = 5 * time.Second
 
 // DB is an open PostgreSQL store.
 type DB struct {
-	pool   *pgxpool.Pool
-	schema string
-	dsn    string // redacted
-	sql    map[string]string
+	pool    *pgxpool.Pool
+	schema  string
+	dsn     string   // redacted
+	secrets []string // the DSN's passwords, hidden in every error (see passwords)
+	sql     map[string]string
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
@@ -135,7 +137,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
 	}
-	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN)}
+	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN)}
 	if db.sql, err = loadSQL(cfg.Schema); err != nil {
 		pool.Close()
 		return nil, err
@@ -166,7 +168,7 @@ func (db *DB) SQL() *sql.DB {
 	return db.sqlDB
 }
 
-// Pool gives tests and benchmarks the pool itself.
+// Pool gives tests, benchmarks and metrics (its Stat) the pool itself.
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
 // Schema is the schema holding baton's tables.
@@ -217,13 +219,80 @@ func RedactDSN(dsn string) string {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
+		redacted := false
+		for k := range q {
+			if isPasswordKey(k) {
+				q.Set(k, "xxxxx")
+				redacted = true
+			}
+		}
+		if redacted {
 			u.RawQuery = q.Encode()
 		}
 		return u.String()
 	}
 	return kvPassword().ReplaceAllString(dsn, "${1}xxxxx")
+}
+
+// isPasswordKey says whether a DSN parameter holds a secret: password, and
+// sslpassword (the client key's passphrase).
+func isPasswordKey(k string) bool { return strings.Contains(strings.ToLower(k), "password") }
+
+// passwords lists the secrets of a URL DSN as they may appear in a
+// message: each as written in the DSN and decoded.
+func passwords(dsn string) []string {
+	var out []string
+	add := func(s ...string) {
+		for _, x := range s {
+			if x != "" && !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	if raw := rawUserinfoPassword(dsn); raw != "" {
+		add(raw)
+		if dec, err := url.PathUnescape(raw); err == nil {
+			add(dec)
+		}
+	}
+	if u, err := url.Parse(dsn); err == nil {
+		if pw, ok := u.User.Password(); ok {
+			add(pw, url.QueryEscape(pw), url.PathEscape(pw))
+		}
+		for _, kv := range strings.Split(u.RawQuery, "&") {
+			k, v, _ := strings.Cut(kv, "=")
+			if isPasswordKey(k) {
+				add(v)
+				if dec, err := url.QueryUnescape(v); err == nil {
+					add(dec)
+				}
+			}
+		}
+	}
+	// Longest first, so that a password containing another is replaced
+	// whole.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// rawUserinfoPassword is the password of a URL DSN as written, even when the
+// URL does not parse: what lies between the user's ':' and the last '@'
+// (a host holds no '@'; an unencoded '@' or '/' in a password is exactly
+// what makes such a URL fail to parse).
+func rawUserinfoPassword(dsn string) string {
+	_, rest, ok := strings.Cut(dsn, "://")
+	if !ok {
+		return ""
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	_, pw, ok := strings.Cut(rest[:at], ":")
+	if !ok {
+		return ""
+	}
+	return pw
 }
 
 var kvPassword = sync.OnceValue(func() *regexp.Regexp {
@@ -233,13 +302,26 @@ var kvPassword = sync.OnceValue(func() *regexp.Regexp {
 // redactErr renders err without any password that the DSN carried, since
 // driver errors may quote the connection string.
 func redactErr(err error, dsn string) string {
-	msg := err.Error()
-	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	return redactSecrets(err.Error(), passwords(dsn))
+}
+
+// redactSecrets hides secrets, and keyword/value passwords, in msg. A
+// message that still holds four bytes in a row of a secret (a driver that
+// quoted a DSN it could not parse, cut in the middle of its password) is
+// withheld whole.
+func redactSecrets(msg string, secrets []string) string {
+	for _, pw := range secrets {
+		msg = strings.ReplaceAll(msg, pw, "xxxxx")
+	}
+	msg = kvPassword().ReplaceAllString(msg, "${1}xxxxx")
+	for _, pw := range secrets {
+		for i := 0; i+4 <= len(pw); i++ {
+			if w := pw[i : i+4]; w != "xxxx" && strings.Contains(msg, w) {
+				return "the driver's message quotes the DSN and is withheld, since it may show the password; if the password holds characters reserved in URLs (@ / : ? # %), percent-encode them (@ as %40, / as %2F)"
+			}
 		}
 	}
-	return kvPassword().ReplaceAllString(msg, "${1}xxxxx")
+	return msg
 }
 
 // translate turns a driver error into a baton error at the adapter's edge.
@@ -261,7 +343,7 @@ func (db *DB) translate(err error, what string) error {
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
 			pgErr.Code == "3D000", strings.HasPrefix(pgErr.Code, "28"):
-			return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactErr(err, "")), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactSecrets(err.Error(), db.secrets)), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
 		case pgErr.Code == "23505":
 			return baton.Wrap(baton.ECONFLICT, err, "%s", what)
 		}
@@ -271,7 +353,7 @@ func (db *DB) translate(err error, what string) error {
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || isClosedConn(err) {
-		return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactErr(err, "")), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
+		return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactSecrets(err.Error(), db.secrets)), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
 	}
 	if errors.Is(err, context.Canceled) {
 		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: canceled", what)
