@@ -77,8 +77,10 @@ type Relay struct {
 	// LISTEN/NOTIFY). Lost or absent signals only cost latency: polling goes
 	// on.
 	Wake <-chan struct{}
-	// StopWhenIdle makes Run return once a claim finds nothing deliverable
-	// (for draining a backlog and benchmarks).
+	// StopWhenIdle makes Run return once no event is left to deliver,
+	// claimed or not (for draining a backlog and benchmarks). Dead events,
+	// and the events of their keys parked behind them, do not keep it
+	// running.
 	StopWhenIdle bool
 	Log          *slog.Logger
 	Observer     Observer
@@ -178,7 +180,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			continue
 		}
 		if r.StopWhenIdle {
-			return nil
+			if left, err := r.Store.pendingLeft(ctx); err == nil && !left {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -431,6 +431,16 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return []byte(fmt.Sprintf("%.3f", time.Duration(d).Seconds())), nil
 }
 
+// UnmarshalJSON reads seconds, as MarshalJSON writes them.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return err
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
 // RelayStale is how long after its last report a relay no longer counts as
 // active: three heartbeats.
 const RelayStale = 3 * RelayHeartbeat
@@ -562,7 +572,7 @@ func (s *Store) notDead(ctx context.Context, id int64, verb string) error {
 	if err != nil {
 		return err
 	}
-	return baton.Errorf(baton.ECONFLICT, "cannot %s event %d: it is %s, not dead", verb, id, st)
+	return baton.Invalid("ID", "cannot %s event %d: it is %s, not dead", verb, id, st)
 }
 
 // Purge removes events delivered or skipped before t, batch at a time
@@ -606,3 +616,10 @@ func (s *Store) unregister(ctx context.Context, id string) error {
 
 // topicsString is how a relay's topics are reported.
 func topicsString(topics []string) string { return strings.Join(topics, ",") }
+
+// pendingLeft reports whether any event is still pending.
+func (s *Store) pendingLeft(ctx context.Context) (bool, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.query("pending_exists")).Scan(&n)
+	return n > 0, s.translate(err, "looking for pending events")
+}

@@ -68,6 +68,8 @@ var commands = []struct {
 	{"pause", "stop scheduling a job", func(e *Env) Command { return &PauseCommand{env: e} }},
 	{"resume", "schedule a paused job again", func(e *Env) Command { return &PauseCommand{env: e, resume: true} }},
 	{"backfill", "record past ticks of a job for the daemons to run", func(e *Env) Command { return &BackfillCommand{env: e} }},
+	{"relay", "deliver the outbox's events to a sink (webhook, NATS, command)", func(e *Env) Command { return &RelayCommand{env: e} }},
+	{"outbox", "enqueue events, see the backlog, retry or skip dead events", func(e *Env) Command { return &OutboxCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("BATON_CHAOS_WRITER"); mode != "" {
 		os.Exit(chaosWriter(mode))
 	}
+	// The outbox tests run it as a writer that dies after its commit.
+	if mode := os.Getenv("BATON_OUTBOX_WRITER"); mode != "" {
+		os.Exit(outboxWriter(mode))
+	}
 	dir, err := os.MkdirTemp("", "baton-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

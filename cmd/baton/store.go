@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
@@ -46,6 +47,7 @@ type store struct {
 	lockDir  string       // the local store's directory
 	close    func()
 	schedule *scheduler.Store // opened by openSchedule
+	outbox   *outbox.Store    // opened by openOutbox
 }
 
 // LocalScheduleDB is the SQLite file of the local store's schedule, in the

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/outbox"
+	"github.com/batonhq/baton/outbox/sink"
+	"github.com/batonhq/baton/sqlite"
+	"path/filepath"
+)
+
+const relayHelp = `
+Usage: baton relay --sink SPEC [flags]
+
+Delivers the outbox's events to a sink, at least once and always with the
+event's key, so that receivers deduplicate. Any number of relays may run
+against one store: each claims a batch in a short transaction (FOR UPDATE
+SKIP LOCKED on PostgreSQL), delivers it with no transaction open, and marks
+the delivered events guarded by its claim, so a relay whose claim expired
+cannot overwrite another's result.
+
+Events with the same ordering key are delivered one after another, in the
+order they were enqueued; other events go in parallel. A failed delivery is
+retried with exponential backoff and jitter; after --max-attempts (or at
+once, when the sink says retrying cannot help, e.g. a webhook's 400) the
+event is dead: its ordering key waits until 'baton outbox retry' or 'skip',
+while other keys keep flowing.
+
+Sinks (--sink):
+  http://HOST[:PORT]/PATH, https://…   POST the event as JSON, with
+                                       Idempotency-Key and, with a secret,
+                                       Baton-Signature (HMAC-SHA256)
+  nats://HOST[:PORT][?subject_prefix=P.&stream=NAME]
+                                       publish to JetStream, Nats-Msg-Id = key
+  exec:COMMAND [ARG…]                  run a command with the event on stdin;
+                                       exit 0 delivered, 65 dead, else retry
+  noop:                                accept every event (benchmarks)
+See docs/SINKS.md.
+
+Wake-ups: on PostgreSQL the relay LISTENs for enqueues (one connection
+outside the pool; --listen=false turns it off, e.g. behind PgBouncer in
+transaction mode, where notifications do not arrive); it also polls, from
+50ms when busy to --poll when idle, so a lost notification costs latency,
+never an event.
+
+Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing left
+to deliver); 64 usage error (bad --sink, topic or flag); 69 store
+unavailable at start; 70 internal error.
+`
+
+// relayFlags configure a relay: baton relay's, and baton daemon's with
+// --relay-sink.
+type relayFlags struct {
+	sink        string
+	topics      string
+	secretFile  string
+	timeout     time.Duration
+	batch       int
+	parallel    int
+	maxAttempts int
+	minBackoff  time.Duration
+	maxBackoff  time.Duration
+	claimTTL    time.Duration
+	retention   time.Duration
+	poll        time.Duration
+	listen      bool
+	maxPayload  int
+}
+
+// register adds the relay's flags, their names prefixed (daemon: "relay-").
+func (f *relayFlags) register(fs *flagSet, prefix string) {
+	fs.StringVar(&f.sink, prefix+"sink", "", "where events go: `SPEC` (http://…, https://…, nats://…, exec:COMMAND, noop:)")
+	fs.StringVar(&f.topics, prefix+"topics", "", "comma-separated `TOPICS` this relay delivers (default: all)")
+	fs.StringVar(&f.secretFile, prefix+"secret-file", "", "`FILE` holding the webhook signing secret (default $BATON_SINK_SECRET)")
+	durationFlag(fs, &f.timeout, prefix+"timeout", 10*time.Second, "bound on one delivery")
+	fs.IntVar(&f.batch, prefix+"batch", 100, "most events claimed at once")
+	fs.IntVar(&f.parallel, prefix+"parallel", 16, "most deliveries at once")
+	fs.IntVar(&f.maxAttempts, prefix+"max-attempts", 10, "deliveries tried before an event is dead")
+	durationFlag(fs, &f.minBackoff, prefix+"min-backoff", time.Second, "delay after the first failure; doubles per attempt, with jitter")
+	durationFlag(fs, &f.maxBackoff, prefix+"max-backoff", 10*time.Minute, "longest delay between attempts")
+	durationFlag(fs, &f.claimTTL, prefix+"claim-ttl", 30*time.Second, "how long a claim holds before another relay may take its events (at least twice --timeout)")
+	durationFlag(fs, &f.retention, prefix+"retention", 24*time.Hour, "keep delivered and skipped events this long (0: remove at once)")
+	durationFlag(fs, &f.poll, prefix+"poll", time.Second, "longest wait between looks for events when idle")
+	fs.BoolVar(&f.listen, prefix+"listen", true, "PostgreSQL: wake on LISTEN/NOTIFY as well as polling")
+}
+
+// relay builds the relay the flags describe; the caller sets the store.
+func (f *relayFlags) relay(env *Env, prefix string) (*outbox.Relay, error) {
+	var secret []byte
+	switch {
+	case f.secretFile != "":
+		b, err := os.ReadFile(f.secretFile)
+		if err != nil {
+			return nil, baton.Invalid("--"+prefix+"secret-file", "%v", err)
+		}
+		secret = []byte(strings.TrimRight(string(b), "\r\n"))
+		if len(secret) == 0 {
+			return nil, baton.Invalid("--"+prefix+"secret-file", "%s is empty", f.secretFile)
+		}
+	case env.Getenv("BATON_SINK_SECRET") != "":
+		secret = []byte(env.Getenv("BATON_SINK_SECRET"))
+	}
+	var topics []string
+	for t := range strings.SplitSeq(f.topics, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if err := outbox.ValidateTopic(t); err != nil {
+			return nil, baton.Invalid("--"+prefix+"topics", "%s", err.(*baton.Error).Message)
+		}
+		topics = append(topics, t)
+	}
+	switch {
+	case f.batch < 1:
+		return nil, baton.Invalid("--"+prefix+"batch", "must be at least 1, got %d", f.batch)
+	case f.parallel < 1:
+		return nil, baton.Invalid("--"+prefix+"parallel", "must be at least 1, got %d", f.parallel)
+	case f.maxAttempts < 1:
+		return nil, baton.Invalid("--"+prefix+"max-attempts", "must be at least 1, got %d", f.maxAttempts)
+	case f.timeout <= 0:
+		return nil, baton.Invalid("--"+prefix+"timeout", "must be positive, got %s", f.timeout)
+	case f.claimTTL < 2*f.timeout:
+		return nil, baton.Invalid("--"+prefix+"claim-ttl", "%s is less than twice --%stimeout (%s): a delivery could outlive its claim", f.claimTTL, prefix, f.timeout)
+	case f.minBackoff <= 0 || f.maxBackoff < f.minBackoff:
+		return nil, baton.Invalid("--"+prefix+"min-backoff", "want 0 < --%smin-backoff (%s) <= --%smax-backoff (%s)", prefix, f.minBackoff, prefix, f.maxBackoff)
+	case f.retention < 0:
+		return nil, baton.Invalid("--"+prefix+"retention", "must not be negative, got %s", f.retention)
+	case f.poll < 10*time.Millisecond:
+		return nil, baton.Invalid("--"+prefix+"poll", "must be at least 10ms, got %s", f.poll)
+	}
+	s, err := sink.Open(f.sink, sink.Options{Secret: secret, Timeout: f.timeout})
+	if err != nil {
+		if prefix != "" {
+			if be, ok := err.(*baton.Error); ok && be.Field == "--sink" {
+				be.Field = "--" + prefix + "sink"
+			}
+		}
+		return nil, err
+	}
+	return &outbox.Relay{
+		Sink: s, Topics: topics, Batch: f.batch, Parallel: f.parallel, MaxAttempts: f.maxAttempts,
+		MinBackoff: f.minBackoff, MaxBackoff: f.maxBackoff, ClaimTTL: f.claimTTL,
+		Retention: cmp.Or(f.retention, time.Nanosecond), PollMax: f.poll,
+	}, nil
+}
+
+// start runs r on st's outbox (PostgreSQL, with LISTEN unless turned off,
+// or the local store's SQLite file) until ctx ends.
+func (f *relayFlags) start(ctx context.Context, st *store, r *outbox.Relay, log *slog.Logger) error {
+	r.Store = st.outbox
+	r.Log = log
+	if st.db != nil && f.listen {
+		r.Wake = st.db.ListenOutbox(ctx, log)
+	}
+	err := r.Run(ctx)
+	if c, ok := r.Sink.(io.Closer); ok {
+		c.Close()
+	}
+	return err
+}
+
+// openOutbox opens the store with its outbox: PostgreSQL's tables through
+// the same pool, or SQLite in the lock directory (the schedule's file).
+func (f *storeFlags) openOutbox(ctx context.Context, env *Env, command string) (*store, error) {
+	st, err := f.open(ctx, env, command, true)
+	if err != nil {
+		return nil, err
+	}
+	if st.db != nil {
+		st.outbox = outbox.NewStore(st.db.SQL(), outbox.Postgres, st.db.Schema())
+		return st, nil
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
+	if err != nil {
+		return nil, err
+	}
+	st.outbox = outbox.NewStore(db.SQL(), outbox.SQLite, "")
+	st.close = func() { db.Close() }
+	return st, nil
+}
+
+// RelayCommand is `baton relay`.
+type RelayCommand struct {
+	env       *Env
+	store     storeFlags
+	relay     relayFlags
+	untilIdle bool
+	logFormat string
+}
+
+// Run relays until told to stop.
+func (c *RelayCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("relay", c.env.Stdout, relayHelp)
+	c.store.register(fs)
+	c.relay.register(fs, "")
+	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is left to deliver (drain a backlog, benchmarks)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return baton.Invalid("arguments", "baton relay takes none, got %q", pos)
+	}
+	if c.relay.sink == "" {
+		return baton.Invalid("--sink", "no sink: give --sink SPEC (e.g. --sink http://127.0.0.1:8080/events)")
+	}
+	log, err := newLogger(c.env.Stderr, c.logFormat)
+	if err != nil {
+		return err
+	}
+	r, err := c.relay.relay(c.env, "")
+	if err != nil {
+		return err
+	}
+	r.StopWhenIdle = c.untilIdle
+	st, err := c.store.openOutbox(ctx, c.env, "relay")
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	return c.relay.start(ctx, st, r, log.With("pid", os.Getpid()))
+}
