@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/jobfile"
+	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
@@ -44,6 +45,11 @@ finish, then their trees are stopped (TERM, then KILL) and their leases
 released; ticks claimed but not started go back to the store for another
 daemon.
 
+Outbox (--relay-sink SPEC): the daemon also relays the outbox's events to
+the sink, as 'baton relay' does (see its help; every relay flag is here with
+the prefix relay-). A job's shell command can enqueue with 'baton outbox
+enqueue': the event's key is derived from the run's BATON_IDEMPOTENCY_KEY.
+
 HTTP (--http ADDR): /healthz, /readyz (503 while the store is unreachable,
 its schema behind, or the daemon draining), /metrics, and a dashboard of
 jobs, runs, leases and the outbox with trigger, pause and resume buttons
@@ -67,6 +73,7 @@ type DaemonCommand struct {
 	claimTTL      time.Duration
 	logFormat     string
 	http          httpFlags
+	relay         relayFlags
 }
 
 // Run runs the daemon until it is told to drain.
@@ -80,6 +87,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
 	c.http.register(fs)
+	c.relay.register(fs, "relay-")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -102,6 +110,12 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	}
 	if err := c.http.check(); err != nil {
 		return err
+	}
+	var relay *outbox.Relay
+	if c.relay.sink != "" {
+		if relay, err = c.relay.relay(c.env, "relay-"); err != nil {
+			return err
+		}
 	}
 	log, err := newLogger(c.env.Stderr, c.logFormat)
 	if err != nil {
@@ -162,7 +176,25 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopHTTP()
-	return d.Run(ctx)
+	// The outbox relay (--relay-sink) runs beside the schedule and stops
+	// with it, after settling what it claimed.
+	relayDone := make(chan error, 1)
+	if relay != nil {
+		go func() {
+			err := c.relay.start(ctx, st, relay, log.With("daemon_pid", os.Getpid()))
+			if err != nil && ctx.Err() == nil {
+				log.Error("the outbox relay stopped; the schedule goes on", "err", err)
+			}
+			relayDone <- err
+		}()
+	} else {
+		relayDone <- nil
+	}
+	err = d.Run(ctx)
+	if rerr := <-relayDone; rerr != nil && err == nil {
+		err = rerr
+	}
+	return err
 }
 
 // newLogger makes the daemon's logger: text on a terminal, JSON otherwise,

@@ -106,7 +106,7 @@ func (c *OutboxCommand) Run(ctx context.Context, args []string) error {
 	if err := c.check(what, rest); err != nil {
 		return err
 	}
-	st, err := c.store.openOutbox(ctx, c.env, "outbox")
+	st, err := c.store.openSchedule(ctx, c.env, "outbox")
 	if err != nil {
 		return err
 	}

@@ -248,7 +248,7 @@ func outboxWriter(mode string) int {
 		return 70
 	}
 	key := map[string]string{"commit": "order-committed", "rollback": "order-rolledback"}[mode]
-	if _, err := tx.Exec("insert into orders (id) values ('"+key+"')"); err != nil {
+	if _, err := tx.Exec("insert into orders (id) values ('" + key + "')"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 70
 	}
@@ -370,4 +370,45 @@ func TestOutboxCLI(t *testing.T) {
 			t.Fatalf("purge: exit %d %s %s; want 2 purged (one delivered, one skipped)", r.code, r.stdout, r.stderr)
 		}
 	})
+}
+
+// TestDaemonRelaysItsJobsEvents: a job's shell command enqueues with
+// 'baton outbox enqueue'; the daemon's own relay (--relay-sink) delivers
+// each tick's event once, keyed by the tick.
+func TestDaemonRelaysItsJobsEvents(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		rcv := newEventReceiver(t, 0)
+		config := writeJobFile(t, fmt.Sprintf(`
+jobs:
+  - name: report
+    schedule: "* * * * * *"
+    command: ["sh", "-c", "%s outbox enqueue --topic reports.ready '{\"ok\": true}' && %s outbox enqueue --topic reports.ready '{\"ok\": true}'"]
+`, batonBin, batonBin))
+		d := s.startDaemon(t, "d1", config, "--relay-sink", rcv.url, "--relay-poll", "100ms")
+		waitUntil(t, "three events delivered", 30*time.Second, func() bool {
+			n, _ := rcv.received()
+			return n >= 3
+		})
+		if code := d.stop(t); code != 0 {
+			t.Fatalf("daemon exit %d\n%s", code, d.logText(t))
+		}
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		for key, n := range rcv.count {
+			if !strings.HasPrefix(key, "report/") || !strings.HasSuffix(key, "/reports.ready") || n != 1 {
+				t.Errorf("key %q delivered %d times; want report/TICK/reports.ready, once (the job enqueues it twice)", key, n)
+			}
+		}
+	})
+}
+
+func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

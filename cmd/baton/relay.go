@@ -12,8 +12,6 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/outbox/sink"
-	"github.com/batonhq/baton/sqlite"
-	"path/filepath"
 )
 
 const relayHelp = `
@@ -166,26 +164,6 @@ func (f *relayFlags) start(ctx context.Context, st *store, r *outbox.Relay, log 
 	return err
 }
 
-// openOutbox opens the store with its outbox: PostgreSQL's tables through
-// the same pool, or SQLite in the lock directory (the schedule's file).
-func (f *storeFlags) openOutbox(ctx context.Context, env *Env, command string) (*store, error) {
-	st, err := f.open(ctx, env, command, true)
-	if err != nil {
-		return nil, err
-	}
-	if st.db != nil {
-		st.outbox = outbox.NewStore(st.db.SQL(), outbox.Postgres, st.db.Schema())
-		return st, nil
-	}
-	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
-	if err != nil {
-		return nil, err
-	}
-	st.outbox = outbox.NewStore(db.SQL(), outbox.SQLite, "")
-	st.close = func() { db.Close() }
-	return st, nil
-}
-
 // RelayCommand is `baton relay`.
 type RelayCommand struct {
 	env       *Env
@@ -221,7 +199,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	r.StopWhenIdle = c.untilIdle
-	st, err := c.store.openOutbox(ctx, c.env, "relay")
+	st, err := c.store.openSchedule(ctx, c.env, "relay")
 	if err != nil {
 		return err
 	}

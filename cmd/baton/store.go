@@ -47,15 +47,16 @@ type store struct {
 	lockDir  string       // the local store's directory
 	close    func()
 	schedule *scheduler.Store // opened by openSchedule
-	outbox   *outbox.Store    // opened by openOutbox
+	outbox   *outbox.Store    // opened by openSchedule
 }
 
 // LocalScheduleDB is the SQLite file of the local store's schedule, in the
 // lock directory so that one directory holds all of one host's state.
 const LocalScheduleDB = "baton.db"
 
-// openSchedule opens the store's durable schedule too: PostgreSQL's tables
-// through the same pool, or SQLite in the lock directory.
+// openSchedule opens the store's durable schedule and outbox too:
+// PostgreSQL's tables through the same pool, or SQLite in the lock
+// directory.
 func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string) (*store, error) {
 	st, err := f.open(ctx, env, command, true)
 	if err != nil {
@@ -63,6 +64,7 @@ func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string)
 	}
 	if st.db != nil {
 		st.schedule = scheduler.NewStore(st.db.SQL(), scheduler.Postgres, st.db.Schema())
+		st.outbox = outbox.NewStore(st.db.SQL(), outbox.Postgres, st.db.Schema())
 		return st, nil
 	}
 	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
@@ -70,6 +72,7 @@ func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string)
 		return nil, err
 	}
 	st.schedule = scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
+	st.outbox = outbox.NewStore(db.SQL(), outbox.SQLite, "")
 	st.close = func() { db.Close() }
 	return st, nil
 }
