@@ -30,6 +30,6 @@
 // for operators.
 //
 // Every delivery is bounded by Options.Timeout. Nothing a sink shows (its
-// String, its errors) holds a password, a token or a query value of the
-// spec.
+// String, its errors) holds a password, a NATS token, a webhook URL's query
+// values or an exec command's arguments.
 package sink

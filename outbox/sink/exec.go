@@ -35,6 +35,13 @@ const stderrTail = 1 << 10
 // When it exits, or when the timeout ends its run, whatever is left of its
 // process group is killed; if the relay dies, the command gets SIGKILL
 // (its own children do not).
+//
+// To keep the command's descriptors to those three, each delivery marks
+// every descriptor of this process above 2 close-on-exec (one close_range
+// call). Go opens its own that way already; the others are ones this
+// process inherited or C code opened, and no other child of this process
+// gets them afterwards either: pass a descriptor to a child through
+// exec.Cmd.ExtraFiles, which does not need it inheritable.
 type Exec struct {
 	path    string   // argv[0] resolved in PATH when the sink was made
 	argv    []string // as given

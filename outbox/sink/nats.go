@@ -35,10 +35,12 @@ type NATS struct {
 	stream  string
 	timeout time.Duration
 
-	mu     sync.Mutex
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	closed bool
+	mu      sync.Mutex
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	dialing chan struct{} // closed when the dial under way ends; nil if none
+	dialErr error         // the last dial's
+	closed  bool
 }
 
 var (
@@ -134,17 +136,47 @@ func (n *NATS) Close() error {
 var errClosed = errors.New("the sink is closed")
 
 // connect returns the JetStream context, connecting first if there is no
-// connection yet or the client gave up on the last one. Concurrent
-// deliveries wait for one attempt, bounded by the timeout per server.
-func (n *NATS) connect() (jetstream.JetStream, error) {
+// connection yet or the client gave up on the last one. One dial runs at a
+// time, in the background, and every delivery waits for it no longer than
+// its own context: with several servers unreachable a dial takes the
+// timeout once per server, which must not stretch a delivery past its
+// bound (and the relay's claim).
+func (n *NATS) connect(ctx context.Context) (jetstream.JetStream, error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closed {
+		n.mu.Unlock()
 		return nil, errClosed
 	}
 	if n.nc != nil && !n.nc.IsClosed() {
+		js := n.js
+		n.mu.Unlock()
+		return js, nil
+	}
+	if n.dialing == nil {
+		n.dialing = make(chan struct{})
+		go n.dial(n.dialing)
+	}
+	dialing := n.dialing
+	n.mu.Unlock()
+
+	select {
+	case <-dialing:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("still connecting: %w", ctx.Err())
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.closed:
+		return nil, errClosed
+	case n.nc != nil:
 		return n.js, nil
 	}
+	return nil, n.dialErr
+}
+
+// dial connects, records the outcome and closes done.
+func (n *NATS) dial(done chan struct{}) {
 	nc, err := nats.Connect(n.servers,
 		nats.Name("baton relay"),
 		nats.Timeout(n.timeout),
@@ -154,21 +186,30 @@ func (n *NATS) connect() (jetstream.JetStream, error) {
 		// relay retries, and a buffered publish would outlive its Deliver.
 		nats.ReconnectBufSize(-1),
 	)
-	if err != nil {
-		return nil, err
+	var js jetstream.JetStream
+	if err == nil {
+		if js, err = jetstream.New(nc); err != nil {
+			nc.Close()
+		}
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, err
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.dialing = nil
+	n.dialErr = err
+	if err == nil {
+		if n.closed {
+			nc.Close()
+		} else {
+			n.nc, n.js = nc, js
+		}
 	}
-	n.nc, n.js = nc, js
-	return js, nil
+	close(done)
 }
 
 // Deliver publishes e's payload to prefix+topic with e's key as
-// Nats-Msg-Id and waits for the stream's ack. A duplicate ack (the stream
-// had the key already) is a delivery.
+// Nats-Msg-Id and waits for the stream's ack, connecting first if need be,
+// all within the timeout. A duplicate ack (the stream had the key already)
+// is a delivery.
 func (n *NATS) Deliver(ctx context.Context, e *outbox.Event) error {
 	subject := n.prefix + e.Topic
 	m := &nats.Msg{Subject: subject, Data: e.Payload, Header: nats.Header{}}
@@ -195,12 +236,12 @@ func (n *NATS) Deliver(ctx context.Context, e *outbox.Event) error {
 		opts = append(opts, jetstream.WithExpectStream(n.stream))
 	}
 
-	js, err := n.connect()
+	pubCtx, cancel := context.WithTimeout(ctx, n.timeout)
+	defer cancel()
+	js, err := n.connect(pubCtx)
 	if err != nil {
 		return fmt.Errorf("nats %s: cannot connect: %w", n, err)
 	}
-	pubCtx, cancel := context.WithTimeout(ctx, n.timeout)
-	defer cancel()
 	_, err = js.PublishMsg(pubCtx, m, opts...)
 	switch {
 	case err == nil:

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -233,5 +234,51 @@ func TestNATSSurvivesServerOutage(t *testing.T) {
 	n.Close()
 	if err := n.Deliver(ctx, e2); err == nil {
 		t.Error("Deliver after Close succeeded")
+	}
+}
+
+// Servers that accept connections and never answer make each connection
+// attempt wait its full timeout; a delivery still ends within its own.
+func TestNATSConnectIsBoundedByTheTimeout(t *testing.T) {
+	t.Parallel()
+	var hosts []string
+	for range 4 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var held []net.Conn
+		t.Cleanup(func() {
+			l.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range held {
+				c.Close()
+			}
+		})
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+			}
+		}()
+		hosts = append(hosts, l.Addr().String())
+	}
+	n := openNATS(t, "nats://"+strings.Join(hosts, ","), 500*time.Millisecond)
+	start := time.Now()
+	err := n.Deliver(context.Background(), testEvent())
+	took := time.Since(start)
+	if outcomeOf(err) != retried {
+		t.Errorf("Deliver = %v, want retried", err)
+	}
+	// Unbounded, the dial alone takes 4 × 500ms.
+	if took > 1500*time.Millisecond {
+		t.Errorf("Deliver took %s with a 500ms timeout", took)
 	}
 }
