@@ -34,6 +34,10 @@ type Policy struct {
 	// (DefaultInFlightWait when zero). PostgreSQL only: see the package
 	// documentation for SQLite.
 	InFlightWait time.Duration
+	// AfterCommit, when set, runs after a first execution's transaction
+	// commits: outbox.Store.Nudge, say, to wake this process's relays at
+	// once for the events fn enqueued.
+	AfterCommit func()
 }
 
 // Defaults of Policy.
@@ -129,7 +133,8 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, err
 	}
 
-	resp, err = fn(ctx, tx)
+	// fn's events (package outbox) take their keys from this one's.
+	resp, err = fn(baton.WithIntentKey(ctx, IntentKey(scope, key)), tx)
 	if err != nil || !p.Store(resp.Status) {
 		return resp, false, err
 	}
@@ -139,7 +144,20 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 	if err := tx.Commit(); err != nil {
 		return Response{}, false, s.translate(err, "committing idempotency key "+key)
 	}
+	if p.AfterCommit != nil {
+		p.AfterCommit()
+	}
 	return resp, false, nil
+}
+
+// IntentKey is the intent key Do and Steps give their functions' context
+// (baton.WithIntentKey): the scope and the key, so that two clients' equal
+// keys in different scopes do not meet in the outbox.
+func IntentKey(scope, key string) string {
+	if scope == "" {
+		return key
+	}
+	return scope + "/" + key
 }
 
 // judge answers a call from the key's committed record: the fingerprint

@@ -262,7 +262,7 @@ func (s *Store) runStep(ctx context.Context, t *term, p Policy, lease time.Durat
 		}
 	}()
 	rec := &Recovery{scope: t.scope, key: t.key, token: t.token, point: t.point, data: t.data}
-	if err := st.Run(ctx, tx, rec); err != nil {
+	if err := st.Run(baton.WithIntentKey(ctx, IntentKey(t.scope, t.key)), tx, rec); err != nil {
 		return Response{}, false, err
 	}
 	if rec.resp != nil {

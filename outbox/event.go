@@ -79,7 +79,7 @@ func IsPermanent(err error) bool {
 // Limits on what an event may hold.
 const (
 	MaxTopicLen       = 200
-	MaxKeyLen         = 400
+	MaxKeyLen         = 255
 	DefaultMaxPayload = 256 << 10
 )
 
@@ -111,6 +111,11 @@ func (e *Event) validate(maxPayload int) error {
 	}
 	if len(e.Key) > MaxKeyLen {
 		return baton.Invalid("key", "%d bytes is longer than %d", len(e.Key), MaxKeyLen)
+	}
+	for _, c := range []byte(e.Key) {
+		if c < 0x20 || c > 0x7e {
+			return baton.Invalid("key", "%q: want printable ASCII (it travels as an HTTP header and a NATS message id)", e.Key)
+		}
 	}
 	if len(e.OrderingKey) > MaxKeyLen {
 		return baton.Invalid("ordering key", "%d bytes is longer than %d", len(e.OrderingKey), MaxKeyLen)

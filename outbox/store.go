@@ -103,22 +103,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.translate(tx.Commit(), "committing")
 }
 
-// intentKey carries the key of the run or request a transaction belongs to.
-type intentKey struct{}
-
-// WithIntentKey returns ctx carrying key, the idempotency key of the run or
-// request whose transaction enqueues events: Enqueue derives an event's
-// key from it when the event has none. idempotency.Store.Do and the
-// scheduler's runs (BATON_IDEMPOTENCY_KEY) provide one.
+// WithIntentKey returns ctx carrying the intent key of the run or request
+// whose transaction enqueues events (baton.WithIntentKey): Enqueue derives
+// an event's key from it when the event has none.
 func WithIntentKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, intentKey{}, key)
+	return baton.WithIntentKey(ctx, key)
 }
 
-// IntentKey is the key WithIntentKey put in ctx, "" if none.
-func IntentKey(ctx context.Context) string {
-	k, _ := ctx.Value(intentKey{}).(string)
-	return k
-}
+// IntentKey is the intent key in ctx, "" if none.
+func IntentKey(ctx context.Context) string { return baton.IntentKey(ctx) }
 
 // DerivedKey is the event key Enqueue gives an event without one, from
 // the intent key of its transaction: the same on every retry of the run,

@@ -212,7 +212,8 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 			{"empty payload", Event{Topic: "t", Key: "a"}, "payload"},
 			{"payload not JSON", Event{Topic: "t", Key: "a", Payload: []byte("{")}, "payload"},
 			{"payload over the limit", Event{Topic: "t", Key: "a", Payload: []byte(big)}, "payload"},
-			{"key too long", Event{Topic: "t", Key: strings.Repeat("k", 401), Payload: []byte("1")}, "key"},
+			{"key too long", Event{Topic: "t", Key: strings.Repeat("k", 256), Payload: []byte("1")}, "key"},
+			{"key not ASCII", Event{Topic: "t", Key: "bestellung-ä", Payload: []byte("1")}, "key"},
 		} {
 			ev := c.ev
 			err := e.store.Tx(context.Background(), func(tx *sql.Tx) error {
@@ -277,6 +278,9 @@ func TestSQLEnqueue(t *testing.T) {
 	if err := s.db.QueryRow(`select event_key from baton.outbox where id = $1`, id).Scan(&auto); err != nil || len(auto) != 36 {
 		t.Fatalf("no key: got %q (%v), want a generated UUID", auto, err)
 	}
+	if _, err := s.db.Exec(`select baton.enqueue('t', 'bestellung-ä', '{}')`); err == nil || !strings.Contains(err.Error(), "printable ASCII") {
+		t.Fatalf("non-ASCII key from SQL: %v, want refused", err)
+	}
 	_, err = s.db.Exec(`select baton.enqueue('bad topic!', 'k', '{}')`)
 	if baton.ErrorCode(s.translate(err, "x")) != baton.EINVALID || !strings.Contains(err.Error(), "topic") {
 		t.Fatalf("bad topic from SQL: %v, want an invalid-parameter error naming the topic", err)
@@ -324,7 +328,7 @@ func TestOnlyHeadsAreClaimed(t *testing.T) {
 		// r1's claim is tok1 (lost above: claims carry the token given);
 		// settle through the token the store holds.
 		var tok1 string
-		e.db.QueryRow("select cast(claim_token as text) from "+e.qualified("outbox")+" where id = "+fmt.Sprint(first)).Scan(&tok1)
+		e.db.QueryRow("select cast(claim_token as text) from " + e.qualified("outbox") + " where id = " + fmt.Sprint(first)).Scan(&tok1)
 		if done, err := e.store.settle(ctx, tok1, []int64{first}, StateDelivered); err != nil || len(done) != 1 {
 			t.Fatalf("settle with the claim's token: settled %v (%v), want a1", done, err)
 		}

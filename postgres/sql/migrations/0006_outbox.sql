@@ -71,8 +71,9 @@ begin
   end if;
   if key is null then
     key := gen_random_uuid()::text;
-  elsif key = '' or length(key) > 400 then
-    raise exception 'outbox: key must be 1 to 400 bytes' using errcode = '22023';
+  elsif key !~ '^[ -~]{1,255}$' then
+    raise exception 'outbox: key % must be 1 to 255 printable ASCII characters', quote_literal(key)
+      using errcode = '22023';
   end if;
   if payload is null then
     raise exception 'outbox: payload must not be null (JSON null is allowed: ''null''::jsonb)' using errcode = '22023';
@@ -85,8 +86,8 @@ begin
     ordering_key := null;
   end if;
   if ordering_key is not null then
-    if length(ordering_key) > 400 then
-      raise exception 'outbox: ordering key longer than 400 bytes' using errcode = '22023';
+    if length(ordering_key) > 255 then
+      raise exception 'outbox: ordering key longer than 255 bytes' using errcode = '22023';
     end if;
     perform @schema@.outbox_lock(ordering_key);
   end if;
