@@ -21,11 +21,12 @@ const maxNote = 200
 func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	o, err := LoadOverview(ctx, s.cfg.Schedule, s.cfg.Leaser, true)
+	o, err := LoadOverview(ctx, s.cfg.Schedule, s.cfg.Leaser, s.cfg.Outbox, true)
 	if err != nil {
 		s.failErr(w, r, err)
 		return
 	}
+	o.OutboxError = s.redact(o.OutboxError)
 	s.render(w, r, http.StatusOK, "overview", o)
 }
 

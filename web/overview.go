@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -22,6 +23,10 @@ type Overview struct {
 	Jobs    []JobStatus            `json:"jobs"`
 	Daemons []scheduler.DaemonInfo `json:"daemons"`
 	Leases  []baton.Lease          `json:"leases"`
+	// Outbox is the outbox's backlog, when the store has one; OutboxError
+	// says why it could not be read (the rest of the overview stands).
+	Outbox      *outbox.Status `json:"outbox,omitempty"`
+	OutboxError string         `json:"outbox_error,omitempty"`
 }
 
 // Summary counts what needs a look.
@@ -33,6 +38,10 @@ type Summary struct {
 	Drifted int `json:"drifted"`
 	Daemons int `json:"daemons"`
 	Held    int `json:"leases_held"`
+	// The outbox's: events waiting, dead ones, and relays seen lately.
+	OutboxPending int64 `json:"outbox_pending"`
+	OutboxDead    int64 `json:"outbox_dead"`
+	RelaysActive  int   `json:"relays_active"`
 }
 
 // JobStatus is one job's line of the overview.
@@ -69,9 +78,10 @@ func (j JobStatus) Failing() bool {
 }
 
 // LoadOverview reads the overview from the store: jobs (with drift against
-// every running daemon's file), daemons and leases. With timelines, each
-// job gets its last 24 h of ticks too (one query per job).
-func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, timelines bool) (*Overview, error) {
+// every running daemon's file), daemons, leases and, when ob is not nil,
+// the outbox's backlog. With timelines, each job gets its last 24 h of
+// ticks too (one query per job).
+func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox, timelines bool) (*Overview, error) {
 	jobs, err := sched.Jobs(ctx)
 	if err != nil {
 		return nil, err
@@ -104,6 +114,11 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		}
 		o.Jobs = append(o.Jobs, js)
 	}
+	if ob != nil {
+		if o.Outbox, err = ob.Status(ctx); err != nil {
+			o.Outbox, o.OutboxError = nil, err.Error()
+		}
+	}
 	o.Summary = summarize(o)
 	return o, nil
 }
@@ -128,6 +143,9 @@ func summarize(o *Overview) Summary {
 		if l.State == baton.LeaseHeld {
 			s.Held++
 		}
+	}
+	if o.Outbox != nil {
+		s.OutboxPending, s.OutboxDead, s.RelaysActive = o.Outbox.Pending, o.Outbox.Dead, o.Outbox.RelaysActive
 	}
 	return s
 }

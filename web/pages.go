@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/outbox"
 )
 
 //go:embed templates
@@ -69,6 +70,7 @@ type page struct {
 	Auth     string // "none", "session" or "bearer"
 	Token    bool   // the server has a token (so there is a sign-out)
 	ReadOnly bool
+	Outbox   bool // the server has an outbox panel
 	CSRF     string
 	Flash    string
 	Error    string
@@ -82,7 +84,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	a := authOf(r.Context())
 	p := &page{
 		Title: titles[name], Nav: name, CSS: template.CSS(style), Version: s.cfg.Version,
-		Store: s.cfg.Leaser.Info(), Auth: a.how, Token: s.cfg.Token != "", ReadOnly: s.cfg.ReadOnly,
+		Store: s.cfg.Leaser.Info(), Auth: a.how, Token: s.cfg.Token != "", ReadOnly: s.cfg.ReadOnly, Outbox: s.cfg.Outbox != nil,
 		Flash: flashes[r.URL.Query().Get("done")], Data: data, Now: s.cfg.Now().UTC(),
 	}
 	if s.cfg.Token != "" && !a.ok {
@@ -202,7 +204,17 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(100 * time.Millisecond).String()
 	},
-	"human": func(d baton.Duration) string { return human(d.D()) },
+	"human": func(d any) string {
+		switch d := d.(type) {
+		case baton.Duration:
+			return human(d.D())
+		case outbox.Duration:
+			return human(time.Duration(d))
+		case time.Duration:
+			return human(d)
+		}
+		return fmt.Sprint(d)
+	},
 	"outcomeClass": func(o any) string {
 		if s := fmt.Sprint(o); s != "" {
 			return "o-" + s

@@ -42,6 +42,8 @@ const (
 type Config struct {
 	Schedule *scheduler.Store // required
 	Leaser   baton.Leaser     // required
+	// Outbox, when set, adds the outbox panel and its retry action.
+	Outbox Outbox
 	// Ready says whether the store is reachable and its schema current;
 	// nil means always ready. It is called with a short deadline.
 	Ready func(context.Context) error
@@ -183,9 +185,11 @@ func (s *Server) routes() http.Handler {
 	private.HandleFunc("GET /{$}", s.overviewPage)
 	private.HandleFunc("GET /jobs/{name}", s.jobPage)
 	private.HandleFunc("GET /leases", s.leasesPage)
+	private.HandleFunc("GET /outbox", s.outboxPage)
 	private.HandleFunc("POST /jobs/{name}/trigger", s.action(s.trigger))
 	private.HandleFunc("POST /jobs/{name}/pause", s.action(s.pause))
 	private.HandleFunc("POST /jobs/{name}/resume", s.action(s.resume))
+	private.HandleFunc("POST /outbox/{id}/retry", s.action(s.retry))
 	private.HandleFunc("POST /logout", s.logout)
 	mux.Handle("/", s.authenticate(private))
 	return s.secure(s.cop.Handler(mux))

@@ -2,7 +2,9 @@ package web_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
 	"github.com/batonhq/baton/web"
@@ -31,6 +34,7 @@ const testToken = "0123456789abcdef-test-token"
 type fixture struct {
 	sched  *scheduler.Store
 	leaser baton.Leaser
+	outbox *outbox.Store
 	log    *syncBuffer
 }
 
@@ -47,7 +51,8 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{sched: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), leaser: leaser, log: &syncBuffer{}}
+	f := &fixture{sched: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), leaser: leaser,
+		outbox: outbox.NewStore(db.SQL(), outbox.SQLite, ""), log: &syncBuffer{}}
 	jobs := []baton.Job{
 		{Name: "ok", Schedule: "0 3 * * *", Command: []string{"true"}},
 		{Name: "bad", Schedule: "0 4 * * *", Command: baton.ShellCommand("curl https://user:hunter2@example.com/")},
@@ -512,5 +517,102 @@ func TestShortTokenRefused(t *testing.T) {
 	_, err := web.New(web.Config{Schedule: f.sched, Leaser: f.leaser, Token: "short"})
 	if baton.ErrorCode(err) != baton.EINVALID {
 		t.Fatalf("a 5-character token: %v", err)
+	}
+}
+
+// sink delivers every event but those whose key starts with "dead-",
+// which it refuses for good.
+type sink struct{}
+
+func (sink) Deliver(ctx context.Context, e *outbox.Event) error {
+	if strings.HasPrefix(e.Key, "dead-") {
+		return outbox.Permanent(errors.New("receiver said 422: unknown customer"))
+	}
+	return nil
+}
+
+func (sink) String() string { return "test sink" }
+
+// The outbox panel shows the backlog, the dead events and the relay, and
+// its Retry button puts a dead event back to pending (with the session's
+// CSRF token; not without it, and not in read-only mode).
+func TestOutboxPanel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	enqueue := func(topic, key string) {
+		t.Helper()
+		err := f.outbox.Tx(ctx, func(tx *sql.Tx) error {
+			_, err := f.outbox.Enqueue(ctx, tx, &outbox.Event{Topic: topic, Key: key, Payload: []byte(`{"n":1}`)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue("orders.created", "ok-1")
+	enqueue("orders.created", "dead-1")
+	relay := &outbox.Relay{Store: f.outbox, Sink: sink{}, StopWhenIdle: true}
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := relay.Run(rctx); err != nil {
+		t.Fatal(err)
+	}
+	enqueue("invoices.due", "later-1") // pending: no relay runs now
+	dead, err := f.outbox.Dead(ctx, 10)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead events: %v %v", dead, err)
+	}
+	id := dead[0].ID
+
+	base, _ := f.serve(t, web.Config{Outbox: f.outbox})
+	ro, _ := f.serve(t, web.Config{Outbox: f.outbox, ReadOnly: true})
+	noOutbox, _ := f.serve(t, web.Config{})
+	jar, _ := cookiejar.New(nil)
+	browser := client(jar)
+	html := map[string]string{"Accept": "text/html"}
+	page := do(t, browser, "GET", base+"/", nil, html)
+	for _, want := range []string{"1</b> outbox pending", "1</b> dead events", `href="/outbox"`} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("overview lacks %q", want)
+		}
+	}
+	page = do(t, browser, "GET", base+"/outbox", nil, html)
+	for _, want := range []string{`data-topic="orders.created"`, `data-topic="invoices.due"`, "receiver said 422", "dead-1",
+		"No relay has reported itself", fmt.Sprintf(`action="/outbox/%d/retry"`, id), "no relay is active"} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("outbox page lacks %q", want)
+		}
+	}
+	m := csrfField.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatal("no CSRF field")
+	}
+	retry := fmt.Sprintf("%s/outbox/%d/retry", base, id)
+	if r := do(t, browser, "POST", retry, url.Values{}, nil); r.status != 403 {
+		t.Errorf("retry without CSRF token: %d", r.status)
+	}
+	if r := do(t, client(nil), "POST", fmt.Sprintf("%s/outbox/%d/retry", ro, id), url.Values{}, nil); r.status != 403 {
+		t.Errorf("retry on the read-only server: %d", r.status)
+	}
+	if dead, _ := f.outbox.Dead(ctx, 10); len(dead) != 1 {
+		t.Fatalf("a refused retry changed the outbox: %v", dead)
+	}
+	if r := do(t, browser, "POST", retry, url.Values{"csrf": {m[1]}}, nil); r.status != 303 || r.header.Get("Location") != "/outbox?done=retried" {
+		t.Fatalf("retry: %d %s %s", r.status, r.header.Get("Location"), r.body)
+	}
+	if in, err := f.outbox.Get(ctx, id); err != nil || in.State != outbox.StatePending {
+		t.Errorf("after retry: %+v %v", in, err)
+	}
+	if r := do(t, browser, "POST", retry, url.Values{"csrf": {m[1]}}, nil); r.status != 409 && r.status != 400 {
+		t.Errorf("retrying an event that is not dead: %d %s", r.status, r.body)
+	}
+	if r := do(t, browser, "POST", base+"/outbox/x/retry", url.Values{"csrf": {m[1]}}, nil); r.status != 400 {
+		t.Errorf("retry of event x: %d", r.status)
+	}
+	if r := do(t, client(nil), "GET", noOutbox+"/outbox", nil, nil); r.status != 404 {
+		t.Errorf("outbox page without an outbox: %d", r.status)
+	}
+	if page := do(t, client(nil), "GET", noOutbox+"/", nil, html); strings.Contains(page.body, `href="/outbox"`) {
+		t.Error("the overview links an outbox the server does not have")
 	}
 }

@@ -91,10 +91,14 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 	if err != nil {
 		return nil, err
 	}
-	srv, err := web.New(web.Config{
+	cfg := web.Config{
 		Schedule: st.schedule, Leaser: st.leaser, Ready: ready, Metrics: metrics,
 		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: Version,
-	})
+	}
+	if st.outbox != nil {
+		cfg.Outbox = st.outbox
+	}
+	srv, err := web.New(cfg)
 	if err != nil {
 		closeReady()
 		return nil, err

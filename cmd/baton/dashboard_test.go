@@ -196,6 +196,9 @@ func TestStatus(t *testing.T) {
 	if !strings.Contains(r.stdout, "jobs: 3 (1 failing, 1 overdue, 0 paused, 0 drifted); daemons: 1") {
 		t.Errorf("summary:\n%s", r.stdout)
 	}
+	if !strings.Contains(r.stdout, "\noutbox: 0 pending, 0 dead, 0 relays active\n") {
+		t.Errorf("no outbox line:\n%s", r.stdout)
+	}
 
 	s.run(t, "pause", "--note", "vendor outage", "bad-job")
 	r = s.run(t, "status", "--json")
@@ -212,9 +215,13 @@ func TestStatus(t *testing.T) {
 		}
 		Daemons []struct{ ID string }
 		Leases  []baton.Lease
+		Outbox  *struct{ Pending, Dead int }
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 {
 		t.Fatalf("status --json: exit %d, %v\n%s", r.code, err, r.stdout)
+	}
+	if o.Outbox == nil {
+		t.Errorf("status --json has no outbox:\n%s", r.stdout)
 	}
 	if o.Summary.Jobs != 3 || o.Summary.Paused != 1 || o.Summary.Failing != 1 || o.Summary.Overdue != 0 || o.Summary.Daemons != 1 || len(o.Daemons) != 1 {
 		t.Errorf("summary %+v", o.Summary)

@@ -18,16 +18,17 @@ Usage: baton status [flags]
 Shows in the terminal what the dashboard's first screen shows (see
 'baton daemon --http'): a summary, then every job with its schedule and
 zone, next tick, last outcome, the age of its last success, paused state
-and drift; the running daemons; and the leases held.
+and drift; the running daemons; the outbox's backlog (pending events and
+the age of the oldest, dead events, active relays); and the leases held.
 
 A job is OVERDUE when its last success (or, if it never succeeded, its
 definition) is older than its expected interval: the tick after the
 success came, and the tick after that too, without a success. A paused
 job is never overdue.
 
---json prints {"now", "store", "summary", "jobs", "daemons", "leases"}; each
-job has next_tick, last_outcome, last_success, last_success_age,
-expected_interval, overdue, paused and drift.
+--json prints {"now", "store", "summary", "jobs", "daemons", "leases",
+"outbox"}; each job has next_tick, last_outcome, last_success,
+last_success_age, expected_interval, overdue, paused and drift.
 
 Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal error.
 `
@@ -56,7 +57,11 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.close()
-	o, err := web.LoadOverview(ctx, st.schedule, st.leaser, false)
+	var ob web.Outbox
+	if st.outbox != nil {
+		ob = st.outbox
+	}
+	o, err := web.LoadOverview(ctx, st.schedule, st.leaser, ob, false)
 	if err != nil {
 		return err
 	}
@@ -121,6 +126,23 @@ func printStatus(env *Env, o *web.Overview) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	switch {
+	case o.Outbox != nil:
+		ob := o.Outbox
+		oldest := ""
+		if ob.Pending > 0 {
+			oldest = fmt.Sprintf(" (oldest %s)", time.Duration(ob.OldestAge).Round(time.Second))
+		}
+		fmt.Fprintf(w, "\noutbox: %d pending%s, %d dead, %d relays active\n", ob.Pending, oldest, ob.Dead, ob.RelaysActive)
+		if ob.Pending > 0 && ob.RelaysActive == 0 {
+			fmt.Fprintln(w, "  no relay is active: start 'baton relay' or 'baton daemon --relay-sink'")
+		}
+		if ob.Dead > 0 {
+			fmt.Fprintln(w, "  dead events wait for 'baton outbox retry' or 'baton outbox skip' ('baton outbox dead' lists them)")
+		}
+	case o.OutboxError != "":
+		fmt.Fprintf(w, "\noutbox: could not be read: %s\n", o.OutboxError)
 	}
 	var held []baton.Lease
 	for _, l := range o.Leases {
