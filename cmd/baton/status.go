@@ -44,7 +44,7 @@ type StatusCommand struct {
 func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("status", c.env.Stdout, statusHelp)
 	c.store.register(fs)
-	fs.BoolVar(&c.json, "json", false, "print JSON: {\"summary\": {…}, \"jobs\": […], \"daemons\": […], \"leases\": […]}")
+	fs.BoolVar(&c.json, "json", false, "print JSON: {\"summary\": {…}, \"jobs\": […], \"daemons\": […], \"leases\": […], \"outbox\": {…}}")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
