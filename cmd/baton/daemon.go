@@ -141,6 +141,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
 		Grace: c.grace, GuardPath: exe, Env: os.Environ(), Log: log.With("daemon_pid", os.Getpid()),
 	}
+	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
 		"jobs", len(file.Jobs), "id", d.ID)
@@ -171,7 +172,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	}()
 	// The dashboard and probes (--http): /readyz turns 503 when ctx ends,
 	// the server stops once the runs have drained.
-	stopHTTP, err := c.http.serve(ctx, c.env, &c.store, st, log, nil)
+	stopHTTP, err := c.http.serve(ctx, c.env, &c.store, st, log, metricsHandler)
 	if err != nil {
 		return err
 	}

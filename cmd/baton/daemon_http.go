@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/metrics"
+	"github.com/batonhq/baton/outbox"
+	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
 	"github.com/batonhq/baton/web"
 )
@@ -136,6 +139,31 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 		<-done
 		closeReady()
 	}, nil
+}
+
+// metrics makes what /metrics serves: this daemon's runs, skips and leases
+// (as d's observer) and its relay's deliveries, and, read from the store at
+// each scrape, every job's last success, the outbox's backlog and the
+// pool. Without --http nothing would serve them, and nothing is made.
+func (f *httpFlags) metrics(st *store, d *scheduler.Daemon, relay *outbox.Relay) http.Handler {
+	if f.addr == "" {
+		return nil
+	}
+	m := metrics.New()
+	d.Observer = m.Scheduler()
+	if relay != nil {
+		relay.Observer = m.Outbox()
+	}
+	m.WatchSchedule(st.schedule)
+	if st.outbox != nil {
+		m.WatchOutbox(st.outbox)
+	}
+	if st.db != nil {
+		m.WatchPool(metrics.PgxPoolStats(st.db.Pool()))
+	} else {
+		m.WatchPool(metrics.SQLPoolStats(st.schedule))
+	}
+	return m.Handler()
 }
 
 // readiness is /readyz's check: the store answers, and its schema has

@@ -304,7 +304,8 @@ func TestDashboardHidesPassword(t *testing.T) {
 	check("/leases", html, 200, "Leases")
 	check("/jobs/no-such-job", html, 404, "no job named")
 	check("/readyz", bearer, 200, "ready")
-	check("/metrics", bearer, 404, "no metrics")
+	check("/metrics", bearer, 200, `baton_runs_total{job="bad-job",outcome="failed"}`)
+	check("/metrics", nil, 401, "unauthorized")
 	check("/", nil, 401, "unauthorized")
 	check("/", map[string]string{"Accept": "text/html"}, 401, "Sign in")
 	for _, args := range [][]string{{"status"}, {"status", "--json"}} {
