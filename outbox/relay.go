@@ -54,9 +54,9 @@ type Relay struct {
 	ID string
 	// Topics limits the relay to these topics (none: all).
 	Topics []string
-	// Batch is the most events one claim takes (default 100).
+	// Batch is the most events one claim takes (default 500).
 	Batch int
-	// Parallel is the most deliveries at once (default 16).
+	// Parallel is the most deliveries at once (default 32).
 	Parallel int
 	// ClaimTTL is how long a claim holds before another relay may take its
 	// events (default 30s). A delivery gets at most half of it.
@@ -107,10 +107,10 @@ func (r *Relay) defaults() error {
 		}
 	}
 	if r.Batch <= 0 {
-		r.Batch = 100
+		r.Batch = 500
 	}
 	if r.Parallel <= 0 {
-		r.Parallel = 16
+		r.Parallel = 32
 	}
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 10

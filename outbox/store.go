@@ -67,6 +67,9 @@ func NewStore(db *sql.DB, d Dialect, schema string) *Store {
 	return &Store{db: db, dialect: d, schema: schema, q: q, MaxPayload: DefaultMaxPayload}
 }
 
+// SQL is the database the store uses (for tests and benchmarks).
+func (s *Store) SQL() *sql.DB { return s.db }
+
 // Dialect is the store's SQL dialect.
 func (s *Store) Dialect() Dialect { return s.dialect }
 

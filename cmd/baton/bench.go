@@ -21,6 +21,17 @@ const benchHelp = `
 Usage: baton bench leases [flags]
        baton bench fence [flags]     (PostgreSQL)
        baton bench claims [flags]
+       baton bench outbox [flags]
+
+bench outbox measures the outbox relay. Burn-down (default): --events
+events are inserted at once, then --clients relays (default 1,3; each with
+its own pool, in this process) deliver them with --until-idle, to each sink
+in --sinks: noop (in-process, no I/O) and http (a webhook on loopback in
+this process answering 204). With --rate R it measures steady state
+instead: R events per second, one per transaction, for --duration, and
+reports commit-to-delivery latency for three wake-ups: the in-process nudge
+(writer and relay share the store), LISTEN/NOTIFY (PostgreSQL; separate
+stores), and polling alone. It empties the store's outbox table first.
 
 bench claims measures the durable schedule with a no-op action: --jobs jobs
 are made due at once and --clients daemons (default 1,3; each with its own
@@ -59,6 +70,7 @@ type BenchCommand struct {
 	json     bool
 	script   bool
 	jobs     int
+	outbox   outboxBenchFlags
 }
 
 // BenchResult is one measured configuration.
@@ -87,6 +99,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.json, "json", false, "print results as JSON")
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
+	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -97,8 +110,11 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) == 1 && pos[0] == "claims" {
 		return c.claims(ctx, fs)
 	}
+	if len(pos) == 1 && pos[0] == "outbox" {
+		return c.outboxBench(ctx, fs)
+	}
 	if len(pos) != 1 || pos[0] != "leases" {
-		return baton.Invalid("WHAT", "want baton bench leases, fence or claims, got %q", strings.Join(pos, " "))
+		return baton.Invalid("WHAT", "want baton bench leases, fence, claims or outbox, got %q", strings.Join(pos, " "))
 	}
 	if c.script {
 		s, err := postgres.PgbenchScript(c.store.schema, c.ttl)
