@@ -164,7 +164,9 @@ func wantsHTML(r *http.Request) bool {
 // ensureSession gives a browser without one a session, for the CSRF token
 // of its forms. With a token configured only sign-in makes sessions.
 func (s *Server) ensureSession(w http.ResponseWriter, r *http.Request, a auth) *session {
-	if a.session != nil || a.how == "bearer" || s.cfg.Token != "" {
+	// Only a browser gets one: a script polling the pages would otherwise
+	// fill the table and push real browsers' sessions out.
+	if a.session != nil || a.how == "bearer" || s.cfg.Token != "" || !wantsHTML(r) {
 		return a.session
 	}
 	sess := s.sessions.create(false)

@@ -63,6 +63,7 @@ func loadPages() (*pages, error) {
 // page is what the layout needs besides the page's own data.
 type page struct {
 	Title    string
+	Path     string // the page's path, without the query (its flash)
 	Nav      string // which tab is current
 	CSS      template.CSS
 	Version  string
@@ -83,7 +84,7 @@ type page struct {
 func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	a := authOf(r.Context())
 	p := &page{
-		Title: titles[name], Nav: name, CSS: template.CSS(style), Version: s.cfg.Version,
+		Title: titles[name], Path: r.URL.Path, Nav: name, CSS: template.CSS(style), Version: s.cfg.Version,
 		Store: s.cfg.Leaser.Info(), Auth: a.how, Token: s.cfg.Token != "", ReadOnly: s.cfg.ReadOnly, Outbox: s.cfg.Outbox != nil,
 		Flash: flashes[r.URL.Query().Get("done")], Data: data, Now: s.cfg.Now().UTC(),
 	}

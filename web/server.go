@@ -108,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: actions must come from the dashboard's own pages")
 	}))
 	s.handler = s.routes()
+	s.hs = s.httpServer()
 	return s, nil
 }
 
@@ -118,8 +119,8 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // sending work while the daemon finishes its runs; the pages stay up.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// HTTPServer is an http.Server for the handler with the package's limits.
-func (s *Server) HTTPServer() *http.Server {
+// httpServer is an http.Server for the handler with the package's limits.
+func (s *Server) httpServer() *http.Server {
 	return &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: ReadHeaderTimeout,
@@ -133,7 +134,6 @@ func (s *Server) HTTPServer() *http.Server {
 
 // Serve serves on ln until Shutdown. It returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	s.hs = s.HTTPServer()
 	if err := s.hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -143,9 +143,6 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections and waits, until ctx ends, for the
 // requests in flight.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.hs == nil {
-		return nil
-	}
 	return s.hs.Shutdown(ctx)
 }
 
