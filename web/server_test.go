@@ -95,6 +95,37 @@ func (f *fixture) run(t *testing.T, job string, outcome baton.Outcome, exit int,
 	}
 }
 
+// retried records a manual tick of job whose first attempt failed and
+// whose retry succeeded.
+func (f *fixture) retried(t *testing.T, job string) {
+	t.Helper()
+	ctx := context.Background()
+	tick, err := f.sched.Trigger(ctx, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := f.sched.ClaimOpen(ctx, "d1", time.Minute, 10); err != nil || len(claims) != 1 {
+		t.Fatalf("claim: %v %v", claims, err)
+	}
+	// The daemon that holds the claim makes the retry itself.
+	prev := ""
+	for attempt := 1; attempt <= 2; attempt++ {
+		token++
+		term := &baton.Term{Job: job, Owner: uuid.NewString(), Token: token, TTL: time.Minute}
+		if _, ok, err := f.sched.StartAttempt(ctx, tick, prev, "d1", "host-b", term); err != nil || !ok {
+			t.Fatalf("start of attempt %d: %v %v", attempt, ok, err)
+		}
+		e := scheduler.Ending{Outcome: baton.OutcomeSucceeded, Output: "second time lucky"}
+		if attempt == 1 {
+			e = scheduler.Ending{Outcome: baton.OutcomeFailed, Reason: "exit 1", RetryAfter: time.Millisecond}
+		}
+		if ok, err := f.sched.Finish(ctx, tick, term.Owner, e); err != nil || !ok {
+			t.Fatalf("finish of attempt %d: %v %v", attempt, ok, err)
+		}
+		prev = term.Owner
+	}
+}
+
 // serve starts a real server (the package's http.Server limits included)
 // on a loopback port and returns its base URL.
 func (f *fixture) serve(t *testing.T, cfg web.Config) (string, *web.Server) {
@@ -476,8 +507,10 @@ func TestPages(t *testing.T) {
 			t.Errorf("overview lacks %q", want)
 		}
 	}
+	f.retried(t, "bad")
 	page = do(t, c, "GET", base+"/jobs/bad", nil, html)
-	for _, want := range []string{"upstream said 502", "host-a", "manual", "o-failed", "curl https://user:xxxxx@example.com/"} {
+	for _, want := range []string{"upstream said 502", "host-a", "manual", "o-failed", "curl https://user:xxxxx@example.com/",
+		"2 attempts", "host-b", "second time lucky", "exit 1"} {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("job page lacks %q", want)
 		}
