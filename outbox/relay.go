@@ -170,7 +170,14 @@ func (r *Relay) Run(ctx context.Context) error {
 			errBackoff = min(errBackoff*2, 5*time.Second)
 			continue
 		case err != nil:
-			return err
+			// Whatever it is (a deadlock victim, a statement timeout), the
+			// claims expire and the events come back: keep going.
+			r.Log.Error("relay round failed; retrying", "relay", r.ID, "err", err)
+			if !sleep(ctx, errBackoff) {
+				return nil
+			}
+			errBackoff = min(errBackoff*2, 5*time.Second)
+			continue
 		}
 		errBackoff = 100 * time.Millisecond
 		if n > 0 {
@@ -243,7 +250,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			ok = append(ok, e.ID)
 		}
 	}
-	settled, err := r.Store.settle(sctx, token, ok, StateDelivered)
+	settled, err := r.Store.settle(sctx, token, ok, StateDelivered, time.Now().Add(min(r.ClaimTTL/4, 2*time.Second)))
 	if err != nil {
 		// The claim expires and the events are delivered again, with their
 		// keys: at least once.

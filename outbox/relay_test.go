@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/postgres"
 )
 
 // recorder is a sink that remembers every delivery, in order, per
@@ -347,10 +350,10 @@ func TestExpiredClaimCannotSettle(t *testing.T) {
 		if held, err := e.store.fail(ctx, slow, a[0].ID, true, 0, "late"); err != nil || held {
 			t.Fatalf("the expired claim's failure was recorded (held=%v, %v)", held, err)
 		}
-		if done, err := e.store.settle(ctx, slow, []int64{a[0].ID, a[1].ID}, StateDelivered); err != nil || len(done) != 0 {
+		if done, err := e.store.settle(ctx, slow, []int64{a[0].ID, a[1].ID}, StateDelivered, time.Now()); err != nil || len(done) != 0 {
 			t.Fatalf("the expired claim settled %v (%v)", done, err)
 		}
-		if done, err := e.store.settle(ctx, fast, []int64{b[0].ID, b[1].ID, b[2].ID}, StateDelivered); err != nil || len(done) != 3 {
+		if done, err := e.store.settle(ctx, fast, []int64{b[0].ID, b[1].ID, b[2].ID}, StateDelivered, time.Now()); err != nil || len(done) != 3 {
 			t.Fatalf("the live claim settled %v (%v), want 3", done, err)
 		}
 		n, err := e.store.Purge(ctx, time.Now().Add(time.Hour), 2)
@@ -358,4 +361,67 @@ func TestExpiredClaimCannotSettle(t *testing.T) {
 			t.Fatalf("purge: %d, %v; want 3 in batches of 2", n, err)
 		}
 	})
+}
+
+// TestSettleNeverWaitsForAWriter: a business transaction that enqueued on
+// an ordering key holds the key's lock until it commits. The relay that
+// delivered the key's previous event must neither wait for it (a relay
+// would hold up, or deadlock with, business transactions) nor lose the
+// order: it settles once the writer commits, and the writer's event is
+// delivered after it.
+func TestSettleNeverWaitsForAWriter(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := NewStore(db.SQL(), Postgres, db.Schema())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := s.Tx(ctx, func(tx *sql.Tx) error {
+		_, err := s.Enqueue(ctx, tx, &Event{Topic: "t", Key: "ev-0", OrderingKey: "k", Payload: []byte("0")})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	writer, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Enqueue(ctx, writer, &Event{Topic: "t", Key: "ev-1", OrderingKey: "k", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	rec := newRecorder()
+	r := &Relay{Store: s, Sink: rec, Retention: -1, PollMax: 50 * time.Millisecond}
+	wait := runRelays(t, ctx, []*Relay{r})
+	defer wait()
+	defer cancel()
+	waitFor(t, "ev-0 delivered", 10*time.Second, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.seen["ev-0"] == 1
+	})
+	time.Sleep(300 * time.Millisecond)
+	if in, _ := s.Get(ctx, 1); in.State != StatePending {
+		t.Fatalf("ev-0 settled (%s) while the writer holds its key: the settle did not honour the lock", in.State)
+	}
+	if err := writer.Commit(); err != nil {
+		t.Fatalf("the writer's commit: %v (a relay must never make it fail)", err)
+	}
+	waitFor(t, "ev-1 delivered after ev-0", 10*time.Second, func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return rec.seen["ev-1"] == 1
+	})
+	checkOrderKeys(t, rec, "k", []int{0, 1})
+}
+
+func checkOrderKeys(t *testing.T, r *recorder, key string, want []int) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fmt.Sprint(r.byKey[key]) != fmt.Sprint(want) {
+		t.Fatalf("key %s delivered %v, want %v", key, r.byKey[key], want)
+	}
 }

@@ -289,9 +289,44 @@ func sortByID(es []*Event) {
 // settle ends the events ids as state (delivered or skipped) when their
 // claim is token (any claim or none when token is ""), and makes the next
 // event of each of their ordering keys its head. It returns the ids it
-// settled: an id missing was claimed again by another relay after this
-// one's claim expired, or settled already.
-func (s *Store) settle(ctx context.Context, token string, ids []int64, state string) ([]int64, error) {
+// settled. An id missing was claimed again by another relay after this
+// one's claim expired, or settled already, or (PostgreSQL) its ordering key
+// is locked by a writer's open transaction at this moment: settle tries
+// again for those, briefly, until every id is settled or until.
+func (s *Store) settle(ctx context.Context, token string, ids []int64, state string, until time.Time) ([]int64, error) {
+	done, err := s.settleOnce(ctx, token, ids, state)
+	wait := 5 * time.Millisecond
+	for err == nil && len(done) < len(ids) && time.Now().Add(wait).Before(until) {
+		if !sleep(ctx, wait) {
+			break
+		}
+		wait = min(wait*2, 200*time.Millisecond)
+		left := without(ids, done)
+		var more []int64
+		if more, err = s.settleOnce(ctx, token, left, state); len(more) == 0 && err == nil {
+			continue
+		}
+		done = append(done, more...)
+	}
+	return done, err
+}
+
+// without is ids less those in done.
+func without(ids, done []int64) []int64 {
+	in := make(map[int64]bool, len(done))
+	for _, id := range done {
+		in[id] = true
+	}
+	var out []int64
+	for _, id := range ids {
+		if !in[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (s *Store) settleOnce(ctx context.Context, token string, ids []int64, state string) ([]int64, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -543,7 +578,7 @@ func (s *Store) Skip(ctx context.Context, id int64) error {
 	if st != StateDead {
 		return s.notDead(ctx, id, "skip")
 	}
-	done, err := s.settle(ctx, "", []int64{id}, StateSkipped)
+	done, err := s.settle(ctx, "", []int64{id}, StateSkipped, time.Now().Add(5*time.Second))
 	if err != nil {
 		return err
 	}

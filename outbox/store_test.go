@@ -318,7 +318,7 @@ func TestOnlyHeadsAreClaimed(t *testing.T) {
 			t.Fatalf("a second relay claimed %s while the first holds every head", keys(again))
 		}
 		// Settle a1 with the wrong token: refused; with its own: a2 is next.
-		if done, err := e.store.settle(ctx, newToken(), []int64{got[0].ID}, StateDelivered); err != nil || len(done) != 0 {
+		if done, err := e.store.settle(ctx, newToken(), []int64{got[0].ID}, StateDelivered, time.Now()); err != nil || len(done) != 0 {
 			t.Fatalf("settle with another claim's token: settled %v (%v), want none", done, err)
 		}
 		if got2, _ := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute); len(got2) != 0 {
@@ -329,7 +329,7 @@ func TestOnlyHeadsAreClaimed(t *testing.T) {
 		// settle through the token the store holds.
 		var tok1 string
 		e.db.QueryRow("select cast(claim_token as text) from " + e.qualified("outbox") + " where id = " + fmt.Sprint(first)).Scan(&tok1)
-		if done, err := e.store.settle(ctx, tok1, []int64{first}, StateDelivered); err != nil || len(done) != 1 {
+		if done, err := e.store.settle(ctx, tok1, []int64{first}, StateDelivered, time.Now()); err != nil || len(done) != 1 {
 			t.Fatalf("settle with the claim's token: settled %v (%v), want a1", done, err)
 		}
 		got3, err := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute)

@@ -109,26 +109,35 @@ end $$;
 
 -- outbox_settle ends events (delivered or skipped) whose claim is token
 -- (any claim when token is null) and makes the next event of each of their
--- ordering keys the head. It returns the ids it settled.
+-- ordering keys the head. It returns the ids it settled. It never waits for
+-- a key's lock: an event whose key a writer holds right now (a transaction
+-- that enqueued on it and has not committed) is left for the caller to try
+-- again, so that a relay can never deadlock with, or hold up, a business
+-- transaction.
 create function @schema@.outbox_settle(ids bigint[], token uuid, new_state text)
 returns setof bigint language plpgsql as $$
 declare
   k text;
+  busy text[] := '{}';
 begin
   for k in select distinct o.ordering_key from @schema@.outbox o
             where o.id = any(ids) and o.ordering_key is not null order by 1 loop
-    perform @schema@.outbox_lock(k);
+    if not pg_try_advisory_xact_lock(hashtextextended('@schema@.outbox:' || k, 0)) then
+      busy := busy || k;
+    end if;
   end loop;
   return query
     update @schema@.outbox o
        set state = new_state, done_at = clock_timestamp(), claim_token = null, claim_until = null
      where o.id = any(ids) and o.state in ('pending', 'dead')
        and (token is null or o.claim_token = token)
+       and (o.ordering_key is null or not (o.ordering_key = any(busy)))
     returning o.id;
   update @schema@.outbox o set is_head = true
    where o.id in (select min(p.id) from @schema@.outbox p
                    where p.ordering_key in (select s.ordering_key from @schema@.outbox s
-                                             where s.id = any(ids) and s.ordering_key is not null)
+                                             where s.id = any(ids) and s.ordering_key is not null
+                                               and not (s.ordering_key = any(busy)))
                      and p.state in ('pending', 'dead')
                    group by p.ordering_key)
      and not o.is_head;
