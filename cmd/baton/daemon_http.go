@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
-	"github.com/batonhq/baton/sqlite"
 	"github.com/batonhq/baton/web"
 )
 
@@ -167,9 +165,7 @@ func (f *httpFlags) metrics(st *store, d *scheduler.Daemon, relay *outbox.Relay)
 }
 
 // readiness is /readyz's check: the store answers, and its schema has
-// every migration this baton knows. For the local store it opens a second
-// handle on the schedule's SQLite file (the schedule's own is inside
-// scheduler.Store).
+// every migration this baton knows.
 func readiness(ctx context.Context, st *store) (func(context.Context) error, func(), error) {
 	if st.db != nil {
 		migrations, err := st.db.Migrations()
@@ -182,13 +178,9 @@ func readiness(ctx context.Context, st *store) (func(context.Context) error, fun
 			return schemaCurrent(have, want, err)
 		}, func() {}, nil
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
-	if err != nil {
-		return nil, nil, err
-	}
+	db := st.local
 	migrations, err := db.Migrations()
 	if err != nil {
-		db.Close()
 		return nil, nil, err
 	}
 	want := migrations[len(migrations)-1].Version
@@ -198,7 +190,7 @@ func readiness(ctx context.Context, st *store) (func(context.Context) error, fun
 		}
 		have, err := db.SchemaVersion(ctx)
 		return schemaCurrent(have, want, err)
-	}, func() { db.Close() }, nil
+	}, func() {}, nil
 }
 
 func schemaCurrent(have, want int, err error) error {

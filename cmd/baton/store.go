@@ -48,6 +48,7 @@ type store struct {
 	close    func()
 	schedule *scheduler.Store // opened by openSchedule
 	outbox   *outbox.Store    // opened by openSchedule
+	local    *sqlite.DB       // the local store's SQLite file, opened by openSchedule
 }
 
 // LocalScheduleDB is the SQLite file of the local store's schedule, in the
@@ -73,6 +74,7 @@ func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string)
 	}
 	st.schedule = scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
 	st.outbox = outbox.NewStore(db.SQL(), outbox.SQLite, "")
+	st.local = db
 	st.close = func() { db.Close() }
 	return st, nil
 }
