@@ -33,6 +33,7 @@ type eventReceiver struct {
 	bodies   map[string]string // key -> first body
 	count    map[string]int    // key -> deliveries
 	mismatch []string          // keys delivered again with another body
+	order    []string          // bodies in the order they arrived
 	total    int
 }
 
@@ -73,6 +74,7 @@ func (r *eventReceiver) ServeHTTP(w nethttp.ResponseWriter, req *nethttp.Request
 	}
 	r.count[key]++
 	r.total++
+	r.order = append(r.order, string(body))
 	w.WriteHeader(nethttp.StatusNoContent)
 }
 
@@ -411,4 +413,61 @@ func waitUntil(t *testing.T, what string, limit time.Duration, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestBouncerRelay: through PgBouncer in transaction mode (where
+// LISTEN/NOTIFY does not reach the relay) two relays deliver everything,
+// each ordering key in order, by polling; the bouncer's pool bounds the
+// server's connections.
+func TestBouncerRelay(t *testing.T) {
+	t.Parallel()
+	s, watch := bouncerStore(t)
+	// Migrate and enqueue through the bouncer, as a shell job would.
+	for i := range 200 {
+		r := s.run(t, "outbox", "enqueue", "--topic", "orders.created", "--key", fmt.Sprint("order-", i),
+			"--ordering-key", fmt.Sprint("customer-", i%5), fmt.Sprintf(`{"seq": %d}`, i))
+		if r.code != 0 {
+			t.Fatalf("enqueue through the bouncer: exit %d %s", r.code, r.stderr)
+		}
+		if i == 100 {
+			break // the rest below, while the relays run
+		}
+	}
+	rcv := newEventReceiver(t, time.Millisecond)
+	var relays []*exec.Cmd
+	for range 2 {
+		cmd, _ := s.start(t, "relay", "--sink", rcv.url, "--poll", "100ms", "--log-format", "json")
+		relays = append(relays, cmd)
+	}
+	for i := 101; i < 200; i++ {
+		if r := s.run(t, "outbox", "enqueue", "--topic", "orders.created", "--key", fmt.Sprint("order-", i),
+			"--ordering-key", fmt.Sprint("customer-", i%5), fmt.Sprintf(`{"seq": %d}`, i)); r.code != 0 {
+			t.Fatalf("enqueue: exit %d %s", r.code, r.stderr)
+		}
+	}
+	waitUntil(t, "200 events delivered", time.Minute, func() bool {
+		n, _ := rcv.received()
+		return n == 200
+	})
+	for _, cmd := range relays {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if code := exitCode(t, cmd); code != 0 {
+			t.Errorf("relay exit %d after TERM, want 0", code)
+		}
+	}
+	rcv.mu.Lock()
+	last := map[string]int{}
+	for _, body := range rcv.order {
+		var env struct {
+			OrderingKey string `json:"ordering_key"`
+			Payload     struct{ Seq int }
+		}
+		json.Unmarshal([]byte(body), &env)
+		if prev, ok := last[env.OrderingKey]; ok && env.Payload.Seq < prev {
+			t.Errorf("%s: seq %d delivered after %d", env.OrderingKey, env.Payload.Seq, prev)
+		}
+		last[env.OrderingKey] = env.Payload.Seq
+	}
+	rcv.mu.Unlock()
+	watch.check(t, 2) // two relays (and the enqueuers) as clients; the server sees at most the pool
 }
