@@ -162,6 +162,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		n, err := r.once(ctx)
 		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil // stopped while claiming: the claim rolled back
 		case err != nil && baton.ErrorCode(err) == baton.EUNAVAILABLE:
 			r.Log.Warn("store unavailable; retrying", "relay", r.ID, "err", err)
 			if !sleep(ctx, errBackoff) {
