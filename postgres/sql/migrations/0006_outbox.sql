@@ -133,12 +133,14 @@ begin
        and (token is null or o.claim_token = token)
        and (o.ordering_key is null or not (o.ordering_key = any(busy)))
     returning o.id;
+  -- The next open event of each key: one index probe per key (a min()
+  -- grouped by key would read every open event of the key, each time).
   update @schema@.outbox o set is_head = true
-   where o.id in (select min(p.id) from @schema@.outbox p
-                   where p.ordering_key in (select s.ordering_key from @schema@.outbox s
-                                             where s.id = any(ids) and s.ordering_key is not null
-                                               and not (s.ordering_key = any(busy)))
-                     and p.state in ('pending', 'dead')
-                   group by p.ordering_key)
-     and not o.is_head;
+    from (select distinct s.ordering_key from @schema@.outbox s
+           where s.id = any(ids) and s.ordering_key is not null
+             and not (s.ordering_key = any(busy))) k,
+         lateral (select p.id from @schema@.outbox p
+                   where p.ordering_key = k.ordering_key and p.state in ('pending', 'dead')
+                   order by p.id limit 1) nxt
+   where o.id = nxt.id and not o.is_head;
 end $$;
