@@ -8,8 +8,10 @@
 # the newest cached version of that major is used), its binaries are checked
 # to run, then with BATON_PG_BIN pointing at them (the test harness starts its
 # throwaway cluster from there) it runs:
-#   go test ./postgres ./internal/pgtest    the doctor, lease conformance, fence,
-#                                            harness (the whole packages)
+#   go test ./postgres ./internal/pgtest ./outbox
+#                                            the doctor, lease conformance, fence,
+#                                            harness, outbox and its SQL functions
+#                                            (the whole packages)
 #   go test -run "$cmd_run" ./cmd/baton      `baton doctor pg` and the lease tests of
 #                                            `baton run`, end to end (below)
 # with BATON_EXPECT_PG_MAJOR set, so that postgres.TestServerVersion fails if
@@ -171,7 +173,7 @@ for major in $majors; do
     bin=$cache/$version/native/bin
     skip=()
     if [ ! -x "$bin/psql" ]; then skip=(-skip '^TestFenceOnlyAndPsql$'); fi
-    run_go ./postgres ./internal/pgtest || result=FAIL
+    run_go ./postgres ./internal/pgtest ./outbox || result=FAIL
     run_go -run "$cmd_run" ./cmd/baton || result=FAIL
     grep -E '^(ok |FAIL|--- FAIL|panic:)' "$log" || true
     server=$(grep -o 'server_version_num [0-9]*' "$log" | head -n1 | cut -d' ' -f2)
