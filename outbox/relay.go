@@ -144,8 +144,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	host, _ := os.Hostname()
 	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: topicsString(r.Topics)}
+	// Reporting is for status only: a store busy or away now is reported
+	// to on the next heartbeat; the deliveries do not wait for it.
 	if err := r.Store.register(ctx, status); err != nil {
-		return err
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.Log.Warn("could not report the relay yet", "relay", r.ID, "err", err)
 	}
 	defer r.Store.unregister(context.WithoutCancel(ctx), r.ID)
 	nudge, stopNudge := r.Store.wakeups()
