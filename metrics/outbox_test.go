@@ -53,7 +53,7 @@ func TestOutboxMetrics(t *testing.T) {
 			for topic, n := range enqueued {
 				for i := range n {
 					ev := &outbox.Event{Topic: topic, Key: fmt.Sprintf("%s-%d", topic, i), Payload: []byte(`{}`)}
-					if _, err := e.outbox.Enqueue(ctx, tx, ev); err != nil {
+					if err := e.outbox.Enqueue(ctx, tx, ev); err != nil {
 						return err
 					}
 				}

@@ -32,11 +32,10 @@ func Example() {
 		if _, err := tx.Exec(`insert into orders values ('o-42', 1999)`); err != nil {
 			return err
 		}
-		_, err := box.Enqueue(ctx, tx, &outbox.Event{
+		return box.Enqueue(ctx, tx, &outbox.Event{
 			Topic: "orders.created", Key: "order-o-42", OrderingKey: "customer-7",
 			Payload: []byte(`{"order": "o-42", "total": 1999}`),
 		})
-		return err
 	})
 	if err != nil {
 		panic(err)
@@ -82,7 +81,7 @@ func Example_withDo() {
 					return idempotency.Response{}, err
 				}
 				e := &outbox.Event{Topic: "orders.created", Payload: []byte(`{"order": "o-1"}`)}
-				if _, err := box.Enqueue(ctx, tx, e); err != nil {
+				if err := box.Enqueue(ctx, tx, e); err != nil {
 					return idempotency.Response{}, err
 				}
 				return idempotency.Response{Status: 201}, nil

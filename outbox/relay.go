@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -307,12 +306,7 @@ func (r *Relay) deliver(ctx context.Context, e *Event) (err error) {
 			err = fmt.Errorf("sink panicked: %v", p)
 		}
 	}()
-	err = r.Sink.Deliver(ctx, e)
-	if err == nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// Delivered, though late: still settle it.
-		return nil
-	}
-	return err
+	return r.Sink.Deliver(ctx, e)
 }
 
 // backoff is the delay before e's next attempt: MinBackoff doubling per

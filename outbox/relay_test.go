@@ -76,7 +76,7 @@ func fill(t *testing.T, s *Store, n, keys int) {
 				if keys > 0 {
 					ev.OrderingKey = fmt.Sprint("k", i%keys)
 				}
-				if _, err := s.Enqueue(context.Background(), tx, ev); err != nil {
+				if err := s.Enqueue(context.Background(), tx, ev); err != nil {
 					return err
 				}
 			}
@@ -261,7 +261,7 @@ func TestDeadEventParksOnlyItsKey(t *testing.T) {
 		})
 		for _, k := range []string{"p-1", "p-2"} {
 			if err := e.store.Tx(ctx, func(tx *sql.Tx) error {
-				_, err := e.store.Enqueue(ctx, tx, &Event{Topic: "orders.created", Key: k, OrderingKey: "k2", Payload: []byte("100")})
+				err := e.store.Enqueue(ctx, tx, &Event{Topic: "orders.created", Key: k, OrderingKey: "k2", Payload: []byte("100")})
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -380,7 +380,7 @@ func TestSettleNeverWaitsForAWriter(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if err := s.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := s.Enqueue(ctx, tx, &Event{Topic: "t", Key: "ev-0", OrderingKey: "k", Payload: []byte("0")})
+		err := s.Enqueue(ctx, tx, &Event{Topic: "t", Key: "ev-0", OrderingKey: "k", Payload: []byte("0")})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -389,7 +389,7 @@ func TestSettleNeverWaitsForAWriter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Enqueue(ctx, writer, &Event{Topic: "t", Key: "ev-1", OrderingKey: "k", Payload: []byte("1")}); err != nil {
+	if err := s.Enqueue(ctx, writer, &Event{Topic: "t", Key: "ev-1", OrderingKey: "k", Payload: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
 	rec := newRecorder()

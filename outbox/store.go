@@ -1,12 +1,14 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -130,23 +132,23 @@ func DerivedKey(intent, topic, orderingKey string) string {
 
 // Enqueue writes e in tx, the transaction of the business write it
 // follows: a rollback leaves no event, a commit leaves one that relays
-// deliver. It sets e.ID and returns it. An event whose Key was enqueued
-// before is not written again: its first event's id is returned, and
-// fresh reports false. Without a Key, e gets DerivedKey of ctx's
+// deliver. It sets e.ID. An event whose Key was enqueued before is not
+// written again (a retried run or request enqueues nothing new): e.ID is
+// then the first event's id. Without a Key, e gets DerivedKey of ctx's
 // IntentKey; without either, Enqueue refuses it.
 //
-// Call Nudge after the commit to wake the relays of this process at once;
-// others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
-func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) (fresh bool, err error) {
+// Call Nudge after the commit (Tx does) to wake the relays of this process
+// at once; others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
+func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if e.Key == "" {
 		intent := IntentKey(ctx)
 		if intent == "" {
-			return false, baton.Invalid("key", "event for %s has no key and its context no intent key: set Event.Key (or use WithIntentKey)", e.Topic)
+			return baton.Invalid("key", "event for %s has no key and its context no intent key: set Event.Key (or use WithIntentKey)", e.Topic)
 		}
 		e.Key = DerivedKey(intent, e.Topic, e.OrderingKey)
 	}
 	if err := e.validate(s.maxPayload()); err != nil {
-		return false, err
+		return err
 	}
 	headers := []byte("{}")
 	if len(e.Headers) > 0 {
@@ -156,25 +158,11 @@ func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) (fresh bool, 
 	if e.OrderingKey != "" {
 		orderingKey = e.OrderingKey
 	}
-	payload := string(e.Payload)
-	var id sql.NullInt64
-	err = tx.QueryRowContext(ctx, s.query("enqueue"), e.Topic, e.Key, payload, orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&id)
+	err := tx.QueryRowContext(ctx, s.query("enqueue"), e.Topic, e.Key, string(e.Payload), orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&e.ID)
 	if s.dialect == SQLite && errors.Is(err, sql.ErrNoRows) { // the key is there already
-		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&id)
-		if err != nil {
-			return false, s.translate(err, "enqueueing "+e.Topic)
-		}
-		e.ID = id.Int64
-		return false, nil
+		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&e.ID)
 	}
-	if err != nil {
-		return false, s.translate(err, "enqueueing "+e.Topic)
-	}
-	e.ID = id.Int64
-	// PostgreSQL's function returns the first event's id for a key seen
-	// before; telling the two apart costs a query nobody needs, so fresh is
-	// only exact on SQLite. Both are no-ops either way.
-	return true, nil
+	return s.translate(err, "enqueueing "+e.Topic)
 }
 
 func (s *Store) maxPayload() int {
@@ -274,16 +262,8 @@ func (s *Store) claim(ctx context.Context, token, relay string, topics []string,
 	if err != nil {
 		return nil, err
 	}
-	sortByID(out)
+	slices.SortFunc(out, func(a, b *Event) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
-}
-
-func sortByID(es []*Event) {
-	for i := 1; i < len(es); i++ {
-		for j := i; j > 0 && es[j].ID < es[j-1].ID; j-- {
-			es[j], es[j-1] = es[j-1], es[j]
-		}
-	}
 }
 
 // settle ends the events ids as state (delivered or skipped) when their

@@ -96,7 +96,7 @@ func (e env) order(t *testing.T, id string, ev *Event, fail bool) error {
 		if _, err := tx.Exec("insert into orders (id) values ("+e.param(1)+")", id); err != nil {
 			return err
 		}
-		if _, err := e.store.Enqueue(context.Background(), tx, ev); err != nil {
+		if err := e.store.Enqueue(context.Background(), tx, ev); err != nil {
 			return err
 		}
 		if fail {
@@ -174,7 +174,7 @@ func TestEnqueueDerivesTheKeyFromTheIntent(t *testing.T) {
 		for range 2 { // a retried run enqueues again: one event
 			ev = event("reports.ready", "", "", "done")
 			err := e.store.Tx(ctx, func(tx *sql.Tx) error {
-				_, err := e.store.Enqueue(ctx, tx, ev)
+				err := e.store.Enqueue(ctx, tx, ev)
 				return err
 			})
 			if err != nil {
@@ -188,7 +188,7 @@ func TestEnqueueDerivesTheKeyFromTheIntent(t *testing.T) {
 			t.Fatalf("%d events, want 1", n)
 		}
 		err := e.store.Tx(context.Background(), func(tx *sql.Tx) error {
-			_, err := e.store.Enqueue(context.Background(), tx, event("reports.ready", "", "", "x"))
+			err := e.store.Enqueue(context.Background(), tx, event("reports.ready", "", "", "x"))
 			return err
 		})
 		if baton.ErrorCode(err) != baton.EINVALID || !strings.Contains(err.Error(), "key") {
@@ -217,7 +217,7 @@ func TestEnqueueRefusesBadInput(t *testing.T) {
 		} {
 			ev := c.ev
 			err := e.store.Tx(context.Background(), func(tx *sql.Tx) error {
-				_, err := e.store.Enqueue(context.Background(), tx, &ev)
+				err := e.store.Enqueue(context.Background(), tx, &ev)
 				return err
 			})
 			var be *baton.Error

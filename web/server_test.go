@@ -575,7 +575,7 @@ func TestOutboxPanel(t *testing.T) {
 	enqueue := func(topic, key string) {
 		t.Helper()
 		err := f.outbox.Tx(ctx, func(tx *sql.Tx) error {
-			_, err := f.outbox.Enqueue(ctx, tx, &outbox.Event{Topic: topic, Key: key, Payload: []byte(`{"n":1}`)})
+			err := f.outbox.Enqueue(ctx, tx, &outbox.Event{Topic: topic, Key: key, Payload: []byte(`{"n":1}`)})
 			return err
 		})
 		if err != nil {

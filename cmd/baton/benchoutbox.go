@@ -190,7 +190,7 @@ select 'bench.burn', 'burn-' || g, %s, jsonb_build_object('n', g), %s
 				if keys > 0 {
 					e.OrderingKey = fmt.Sprint("k", i%keys)
 				}
-				if _, err := st.outbox.Enqueue(ctx, tx, e); err != nil {
+				if err := st.outbox.Enqueue(ctx, tx, e); err != nil {
 					return err
 				}
 			}
@@ -286,7 +286,7 @@ func (c *BenchCommand) outboxSteady(ctx context.Context, stores []*store, recv *
 		<-tick.C
 		key := fmt.Sprintf("steady-%s-%s-%d", kind, wake, n)
 		err := writer.Tx(ctx, func(tx *sql.Tx) error {
-			_, err := writer.Enqueue(ctx, tx, &outbox.Event{Topic: "bench.steady", Key: key, Payload: []byte(`{}`)})
+			err := writer.Enqueue(ctx, tx, &outbox.Event{Topic: "bench.steady", Key: key, Payload: []byte(`{}`)})
 			return err
 		})
 		mu.Lock()

@@ -191,7 +191,7 @@ func (c *OutboxCommand) enqueue(ctx context.Context, st *store, rest []string) e
 		e.NotBefore = now.Add(c.delay)
 	}
 	if err := st.outbox.Tx(ctx, func(tx *sql.Tx) error {
-		_, err := st.outbox.Enqueue(ctx, tx, e)
+		err := st.outbox.Enqueue(ctx, tx, e)
 		return err
 	}); err != nil {
 		return err

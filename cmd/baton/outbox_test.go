@@ -113,7 +113,7 @@ func enqueueMany(t *testing.T, o *outbox.Store, n int) {
 			for i := start; i < min(start+1000, n); i++ {
 				e := &outbox.Event{Topic: "orders.created", Key: fmt.Sprint("order-", i),
 					OrderingKey: fmt.Sprint("customer-", i%50), Payload: []byte(fmt.Sprintf(`{"order":%d}`, i))}
-				if _, err := o.Enqueue(context.Background(), tx, e); err != nil {
+				if err := o.Enqueue(context.Background(), tx, e); err != nil {
 					return err
 				}
 			}
@@ -254,7 +254,7 @@ func outboxWriter(mode string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 70
 	}
-	if _, err := o.Enqueue(ctx, tx, &outbox.Event{Topic: "orders.created", Key: key, Payload: []byte(`{}`)}); err != nil {
+	if err := o.Enqueue(ctx, tx, &outbox.Event{Topic: "orders.created", Key: key, Payload: []byte(`{}`)}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 70
 	}
