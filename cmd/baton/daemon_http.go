@@ -148,7 +148,9 @@ func (f *httpFlags) metrics(st *store, d *scheduler.Daemon, relay *outbox.Relay)
 		return nil
 	}
 	m := metrics.New()
-	d.Observer = m.Scheduler()
+	if d != nil { // nil for baton relay
+		d.Observer = m.Scheduler()
+	}
 	if relay != nil {
 		relay.Observer = m.Outbox()
 	}

@@ -471,3 +471,40 @@ func TestBouncerRelay(t *testing.T) {
 	rcv.mu.Unlock()
 	watch.check(t, 2) // two relays (and the enqueuers) as clients; the server sees at most the pool
 }
+
+// TestRelayMetrics: a standalone relay with --http serves its deliveries
+// and the outbox's backlog on /metrics.
+func TestRelayMetrics(t *testing.T) {
+	s := localStore(t)
+	for i := range 3 {
+		if r := s.run(t, "outbox", "enqueue", "--topic", "orders.created", "--key", fmt.Sprint("k", i), "{}"); r.code != 0 {
+			t.Fatalf("enqueue: %s", r.stderr)
+		}
+	}
+	rcv := newEventReceiver(t, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cmd, out := s.start(t, "relay", "--sink", rcv.url, "--http", addr, "--log-format", "json")
+	var body string
+	waitUntil(t, "three deliveries on /metrics", 30*time.Second, func() bool {
+		resp, err := nethttp.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+		return strings.Contains(body, `baton_outbox_deliveries_total{result="delivered",topic="orders.created"} 3`)
+	})
+	if !strings.Contains(body, `baton_outbox_pending_events`) && !strings.Contains(body, "baton_outbox_relays_active") {
+		t.Fatalf("no backlog metrics:\n%s", body)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitCode(t, cmd); code != 0 {
+		t.Fatalf("relay exit %d: %s", code, out)
+	}
+}

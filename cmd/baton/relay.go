@@ -48,6 +48,10 @@ transaction mode, where notifications do not arrive); it also polls, from
 50ms when busy to --poll when idle, so a lost notification costs latency,
 never an event.
 
+HTTP (--http ADDR): /metrics (this relay's deliveries, the outbox's backlog,
+the pool), /healthz, /readyz and the dashboard, as 'baton daemon --http'
+serves them, with the same --http-token-file and --read-only.
+
 Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing left
 to deliver); 64 usage error (bad --sink, topic or flag); 69 store
 unavailable at start; 70 internal error.
@@ -171,6 +175,7 @@ type RelayCommand struct {
 	relay     relayFlags
 	untilIdle bool
 	logFormat string
+	http      httpFlags
 }
 
 // Run relays until told to stop.
@@ -180,6 +185,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	c.relay.register(fs, "")
 	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is left to deliver (drain a backlog, benchmarks)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -199,10 +205,18 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	r.StopWhenIdle = c.untilIdle
+	if err := c.http.check(); err != nil {
+		return err
+	}
 	st, err := c.store.openSchedule(ctx, c.env, "relay")
 	if err != nil {
 		return err
 	}
 	defer st.close()
+	stopHTTP, err := c.http.serve(ctx, c.env, &c.store, st, log, c.http.metrics(st, nil, r))
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	return c.relay.start(ctx, st, r, log.With("pid", os.Getpid()))
 }
