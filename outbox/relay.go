@@ -55,8 +55,11 @@ type Relay struct {
 	Topics []string
 	// Batch is the most events one claim takes (default 500).
 	Batch int
-	// Parallel is the most deliveries at once (default 32).
+	// Parallel is the most deliveries at once per round (default 32).
 	Parallel int
+	// Workers is the number of rounds in flight at once (default 2): while
+	// one round delivers and settles its batch, another claims the next.
+	Workers int
 	// ClaimTTL is how long a claim holds before another relay may take its
 	// events (default 30s). A delivery gets at most half of it.
 	ClaimTTL time.Duration
@@ -111,6 +114,9 @@ func (r *Relay) defaults() error {
 	if r.Parallel <= 0 {
 		r.Parallel = 32
 	}
+	if r.Workers <= 0 {
+		r.Workers = 2
+	}
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 10
 	}
@@ -161,17 +167,33 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stopBG()
 	go r.housekeeping(bg, status)
 
+	var wg sync.WaitGroup
+	for range r.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.loop(ctx, nudge)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// loop claims, delivers and settles round after round until ctx ends (or,
+// with StopWhenIdle, nothing is left). Workers loops run at once, so that
+// one claims while another delivers and settles.
+func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 	poll := r.PollMin
 	errBackoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		n, err := r.once(ctx)
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return nil // stopped while claiming: the claim rolled back
+			return // stopped while claiming: the claim rolled back
 		case err != nil && baton.ErrorCode(err) == baton.EUNAVAILABLE:
 			r.Log.Warn("store unavailable; retrying", "relay", r.ID, "err", err)
 			if !sleep(ctx, errBackoff) {
-				return nil
+				return
 			}
 			errBackoff = min(errBackoff*2, 5*time.Second)
 			continue
@@ -180,7 +202,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			// claims expire and the events come back: keep going.
 			r.Log.Error("relay round failed; retrying", "relay", r.ID, "err", err)
 			if !sleep(ctx, errBackoff) {
-				return nil
+				return
 			}
 			errBackoff = min(errBackoff*2, 5*time.Second)
 			continue
@@ -194,7 +216,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 		if r.StopWhenIdle {
 			if left, err := r.Store.pendingLeft(ctx); err == nil && !left {
-				return nil
+				return
 			}
 		}
 		select {
@@ -207,7 +229,6 @@ func (r *Relay) Run(ctx context.Context) error {
 			poll = min(poll*2, r.PollMax)
 		}
 	}
-	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -26,6 +26,7 @@ type outboxBenchFlags struct {
 	keys     int
 	batch    int
 	parallel int
+	workers  int
 }
 
 func (f *outboxBenchFlags) register(fs *flagSet) {
@@ -34,7 +35,8 @@ func (f *outboxBenchFlags) register(fs *flagSet) {
 	fs.IntVar(&f.rate, "rate", 0, "bench outbox: steady state at this many events per second (0: burn-down)")
 	fs.IntVar(&f.keys, "ordering-keys", 0, "bench outbox: spread events over this many ordering keys (0: none)")
 	fs.IntVar(&f.batch, "batch", 500, "bench outbox: events per claim (baton relay's default)")
-	fs.IntVar(&f.parallel, "parallel", 32, "bench outbox: deliveries at once per relay (baton relay's default)")
+	fs.IntVar(&f.parallel, "parallel", 32, "bench outbox: deliveries at once per round (baton relay's default)")
+	fs.IntVar(&f.workers, "workers", 2, "bench outbox: rounds in flight per relay (baton relay's default)")
 }
 
 // OutboxBenchResult is one measured configuration of `baton bench outbox`.
@@ -224,7 +226,7 @@ func (c *BenchCommand) outboxBurnDown(ctx context.Context, stores []*store, recv
 		go func() {
 			defer wg.Done()
 			relay := &outbox.Relay{Store: st.outbox, Sink: s, StopWhenIdle: true, Batch: c.outbox.batch,
-				Parallel: c.outbox.parallel, Retention: -1}
+				Parallel: c.outbox.parallel, Workers: c.outbox.workers, Retention: -1}
 			errs[i] = relay.Run(ctx)
 		}()
 	}
@@ -270,7 +272,7 @@ func (c *BenchCommand) outboxSteady(ctx context.Context, stores []*store, recv *
 	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	relay := &outbox.Relay{Store: relayStore.outbox, Sink: s, Batch: c.outbox.batch, Parallel: c.outbox.parallel, Retention: -1}
+	relay := &outbox.Relay{Store: relayStore.outbox, Sink: s, Batch: c.outbox.batch, Parallel: c.outbox.parallel, Workers: c.outbox.workers, Retention: -1}
 	if wake == "listen" {
 		relay.Wake = relayStore.db.ListenOutbox(rctx, nil)
 	}

@@ -66,6 +66,7 @@ type relayFlags struct {
 	timeout     time.Duration
 	batch       int
 	parallel    int
+	workers     int
 	maxAttempts int
 	minBackoff  time.Duration
 	maxBackoff  time.Duration
@@ -83,7 +84,8 @@ func (f *relayFlags) register(fs *flagSet, prefix string) {
 	fs.StringVar(&f.secretFile, prefix+"secret-file", "", "`FILE` holding the webhook signing secret (default $BATON_SINK_SECRET)")
 	durationFlag(fs, &f.timeout, prefix+"timeout", 10*time.Second, "bound on one delivery")
 	fs.IntVar(&f.batch, prefix+"batch", 500, "most events claimed at once")
-	fs.IntVar(&f.parallel, prefix+"parallel", 32, "most deliveries at once")
+	fs.IntVar(&f.parallel, prefix+"parallel", 32, "most deliveries at once per round")
+	fs.IntVar(&f.workers, prefix+"workers", 2, "rounds in flight at once: one claims while another delivers (each may use a connection)")
 	fs.IntVar(&f.maxAttempts, prefix+"max-attempts", 10, "deliveries tried before an event is dead")
 	durationFlag(fs, &f.minBackoff, prefix+"min-backoff", time.Second, "delay after the first failure; doubles per attempt, with jitter")
 	durationFlag(fs, &f.maxBackoff, prefix+"max-backoff", 10*time.Minute, "longest delay between attempts")
@@ -124,6 +126,8 @@ func (f *relayFlags) relay(env *Env, prefix string) (*outbox.Relay, error) {
 		return nil, baton.Invalid("--"+prefix+"batch", "must be at least 1, got %d", f.batch)
 	case f.parallel < 1:
 		return nil, baton.Invalid("--"+prefix+"parallel", "must be at least 1, got %d", f.parallel)
+	case f.workers < 1:
+		return nil, baton.Invalid("--"+prefix+"workers", "must be at least 1, got %d", f.workers)
 	case f.maxAttempts < 1:
 		return nil, baton.Invalid("--"+prefix+"max-attempts", "must be at least 1, got %d", f.maxAttempts)
 	case f.timeout <= 0:
@@ -147,7 +151,7 @@ func (f *relayFlags) relay(env *Env, prefix string) (*outbox.Relay, error) {
 		return nil, err
 	}
 	return &outbox.Relay{
-		Sink: s, Topics: topics, Batch: f.batch, Parallel: f.parallel, MaxAttempts: f.maxAttempts,
+		Sink: s, Topics: topics, Batch: f.batch, Parallel: f.parallel, Workers: f.workers, MaxAttempts: f.maxAttempts,
 		MinBackoff: f.minBackoff, MaxBackoff: f.maxBackoff, ClaimTTL: f.claimTTL,
 		Retention: cmp.Or(f.retention, time.Nanosecond), PollMax: f.poll,
 	}, nil
