@@ -289,6 +289,8 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	}
 	r.delivered.Add(int64(len(settled)))
 	now := time.Now()
+	var fails []failure
+	var failed []*Event
 	for i, e := range events {
 		if results[i] == nil {
 			if r.Observer != nil {
@@ -296,26 +298,51 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		r.failed.Add(1)
-		dead := IsPermanent(results[i]) || e.Attempt >= r.MaxAttempts
-		backoff := r.backoff(e)
-		held, err := r.Store.fail(sctx, token, e.ID, dead, backoff, results[i].Error())
-		if err != nil {
-			return len(events), err
-		}
+		permanent := IsPermanent(results[i])
+		fails = append(fails, failure{id: e.ID, dead: permanent || e.Attempt >= r.MaxAttempts,
+			permanent: permanent, backoff: r.backoff(e), msg: results[i].Error()})
+		failed = append(failed, e)
+	}
+	if len(fails) == 0 {
+		return len(events), nil
+	}
+	r.failed.Add(int64(len(fails)))
+	held, err := r.Store.fail(sctx, token, fails)
+	if err != nil {
+		return len(events), err
+	}
+	// Dead events each get a line (someone must act on each); retries one
+	// line a round, or a receiver that is down would flood the log.
+	retries, expired := 0, 0
+	var first int
+	for i, f := range fails {
+		e := failed[i]
 		if r.Observer != nil {
-			r.Observer.Failed(e.Topic, dead)
+			r.Observer.Failed(e.Topic, f.dead)
 		}
-		attrs := []any{"relay", r.ID, "event", e.ID, "topic", e.Topic, "key", e.Key, "attempt", e.Attempt, "err", results[i]}
 		switch {
-		case !held:
-			r.Log.Warn("delivery failed after the claim expired", attrs...)
-		case dead:
+		case !held[i]:
+			expired++
+		case f.dead:
 			r.Log.Error("event dead: its ordering key is parked until 'baton outbox retry' or 'skip'",
-				append(attrs, "ordering_key", e.OrderingKey, "permanent", IsPermanent(results[i]))...)
+				"relay", r.ID, "event", e.ID, "topic", e.Topic, "key", e.Key, "ordering_key", e.OrderingKey,
+				"attempt", e.Attempt, "permanent", f.permanent, "err", f.msg)
 		default:
-			r.Log.Warn("delivery failed; will retry", append(attrs, "retry_in", backoff.Round(time.Millisecond))...)
+			if retries == 0 {
+				first = i
+			}
+			retries++
 		}
+	}
+	if retries > 0 {
+		f, e := fails[first], failed[first]
+		r.Log.Warn("deliveries failed; will retry", "relay", r.ID, "failed", retries,
+			"first_event", e.ID, "topic", e.Topic, "key", e.Key, "attempt", e.Attempt,
+			"retry_in", f.backoff.Round(time.Millisecond), "err", f.msg)
+	}
+	if expired > 0 {
+		r.Log.Warn("deliveries failed after the claim expired: other relays have these events now",
+			"relay", r.ID, "failed", expired)
 	}
 	return len(events), nil
 }

@@ -347,7 +347,7 @@ func TestExpiredClaimCannotSettle(t *testing.T) {
 		if err != nil || len(b) != 3 || b[0].Attempt != 2 {
 			t.Fatalf("takeover claim: %+v, %v", b, err)
 		}
-		if held, err := e.store.fail(ctx, slow, a[0].ID, true, 0, "late"); err != nil || held {
+		if held, err := e.store.fail(ctx, slow, []failure{{id: a[0].ID, dead: true, msg: "late"}}); err != nil || held[0] {
 			t.Fatalf("the expired claim's failure was recorded (held=%v, %v)", held, err)
 		}
 		if done, err := e.store.settle(ctx, slow, []int64{a[0].ID, a[1].ID}, StateDelivered, time.Now()); err != nil || len(done) != 0 {

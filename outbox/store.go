@@ -344,22 +344,41 @@ func (s *Store) settleOnce(ctx context.Context, token string, ids []int64, state
 	return done, err
 }
 
-// fail records a failed delivery of the event id claimed by token: back to
-// pending after backoff, or dead. It reports whether the claim still held.
-func (s *Store) fail(ctx context.Context, token string, id int64, dead bool, backoff time.Duration, msg string) (bool, error) {
-	state := StatePending
-	if dead {
-		state = StateDead
-	}
-	if len(msg) > 1000 {
-		msg = msg[:1000] + "…"
-	}
-	res, err := s.db.ExecContext(ctx, s.query("fail"), id, token, state, backoff.Milliseconds(), msg)
-	if err != nil {
-		return false, s.translate(err, fmt.Sprintf("recording the failure of event %d", id))
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+// failure is one failed delivery to record.
+type failure struct {
+	id        int64
+	dead      bool
+	permanent bool // dead because the sink said retrying cannot help (for the log)
+	backoff   time.Duration
+	msg       string
+}
+
+// fail records failed deliveries of events claimed by token, in one
+// transaction: each goes back to pending after its backoff, or dead. held
+// says, for each, whether the claim still held (else another relay has the
+// event now, and nothing was recorded).
+func (s *Store) fail(ctx context.Context, token string, fs []failure) (held []bool, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		held = held[:0]
+		for _, f := range fs {
+			state := StatePending
+			if f.dead {
+				state = StateDead
+			}
+			msg := f.msg
+			if len(msg) > 1000 {
+				msg = msg[:1000] + "…"
+			}
+			res, err := tx.ExecContext(ctx, s.query("fail"), f.id, token, state, f.backoff.Milliseconds(), msg)
+			if err != nil {
+				return s.translate(err, fmt.Sprintf("recording the failure of event %d", f.id))
+			}
+			n, _ := res.RowsAffected()
+			held = append(held, n == 1)
+		}
+		return nil
+	})
+	return held, err
 }
 
 // Info is one event as the store holds it, for operators.
