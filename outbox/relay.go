@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -148,7 +149,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: topicsString(r.Topics)}
+	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: strings.Join(r.Topics, ",")}
 	// Reporting is for status only: a store busy or away now is reported
 	// to on the next heartbeat; the deliveries do not wait for it.
 	if err := r.Store.register(ctx, status); err != nil {

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -94,29 +93,10 @@ func (s *Store) ts(t time.Time) any { return sqldialect.Param(s.dialect, t) }
 
 type dbTime = sqldialect.Time
 
-// inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite, by the
-// sqlite package's connection settings), committing when fn returns nil.
+// inTx runs fn in one transaction (sqldialect.InTx).
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.translate(err, "beginning a transaction")
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return s.translate(tx.Commit(), "committing")
+	return sqldialect.InTx(ctx, s.db, s.dialect, fn)
 }
-
-// WithIntentKey returns ctx carrying the intent key of the run or request
-// whose transaction enqueues events (baton.WithIntentKey): Enqueue derives
-// an event's key from it when the event has none.
-func WithIntentKey(ctx context.Context, key string) context.Context {
-	return baton.WithIntentKey(ctx, key)
-}
-
-// IntentKey is the intent key in ctx, "" if none.
-func IntentKey(ctx context.Context) string { return baton.IntentKey(ctx) }
 
 // DerivedKey is the event key Enqueue gives an event without one, from
 // the intent key of its transaction: the same on every retry of the run,
@@ -135,15 +115,16 @@ func DerivedKey(intent, topic, orderingKey string) string {
 // deliver. It sets e.ID. An event whose Key was enqueued before is not
 // written again (a retried run or request enqueues nothing new): e.ID is
 // then the first event's id. Without a Key, e gets DerivedKey of ctx's
-// IntentKey; without either, Enqueue refuses it.
+// intent key (baton.WithIntentKey; idempotency's Do and Steps set it);
+// without either, Enqueue refuses it.
 //
 // Call Nudge after the commit (Tx does) to wake the relays of this process
 // at once; others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
 func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if e.Key == "" {
-		intent := IntentKey(ctx)
+		intent := baton.IntentKey(ctx)
 		if intent == "" {
-			return baton.Invalid("key", "event for %s has no key and its context no intent key: set Event.Key (or use WithIntentKey)", e.Topic)
+			return baton.Invalid("key", "event for %s has no key and its context no intent key: set Event.Key (or use baton.WithIntentKey)", e.Topic)
 		}
 		e.Key = DerivedKey(intent, e.Topic, e.OrderingKey)
 	}
@@ -275,17 +256,12 @@ func (s *Store) claim(ctx context.Context, token, relay string, topics []string,
 // again for those, briefly, until every id is settled or until.
 func (s *Store) settle(ctx context.Context, token string, ids []int64, state string, until time.Time) ([]int64, error) {
 	done, err := s.settleOnce(ctx, token, ids, state)
-	wait := 5 * time.Millisecond
-	for err == nil && len(done) < len(ids) && time.Now().Add(wait).Before(until) {
+	for wait := 5 * time.Millisecond; err == nil && len(done) < len(ids) && time.Now().Add(wait).Before(until); wait = min(wait*2, 200*time.Millisecond) {
 		if !sleep(ctx, wait) {
 			break
 		}
-		wait = min(wait*2, 200*time.Millisecond)
-		left := without(ids, done)
 		var more []int64
-		if more, err = s.settleOnce(ctx, token, left, state); len(more) == 0 && err == nil {
-			continue
-		}
+		more, err = s.settleOnce(ctx, token, without(ids, done), state)
 		done = append(done, more...)
 	}
 	return done, err
@@ -643,9 +619,6 @@ func (s *Store) unregister(ctx context.Context, id string) error {
 	}
 	return s.translate(err, "removing the relay's report")
 }
-
-// topicsString is how a relay's topics are reported.
-func topicsString(topics []string) string { return strings.Join(topics, ",") }
 
 // pendingLeft reports whether any event is still pending.
 func (s *Store) pendingLeft(ctx context.Context) (bool, error) {

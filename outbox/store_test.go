@@ -169,7 +169,7 @@ func TestEnqueueIsPartOfTheTransaction(t *testing.T) {
 
 func TestEnqueueDerivesTheKeyFromTheIntent(t *testing.T) {
 	stores(t, func(t *testing.T, e env) {
-		ctx := WithIntentKey(context.Background(), "nightly/2026-11-29T02:00:00Z")
+		ctx := baton.WithIntentKey(context.Background(), "nightly/2026-11-29T02:00:00Z")
 		var ev *Event
 		for range 2 { // a retried run enqueues again: one event
 			ev = event("reports.ready", "", "", "done")

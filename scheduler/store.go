@@ -69,18 +69,9 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// inTx runs fn in one transaction (BEGIN IMMEDIATE on SQLite, by the
-// sqlite package's connection settings), committing when fn returns nil.
+// inTx runs fn in one transaction (sqldialect.InTx).
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.translate(err, "beginning a transaction")
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	return s.translate(tx.Commit(), "committing")
+	return sqldialect.InTx(ctx, s.db, s.dialect, fn)
 }
 
 // translate turns driver errors into baton errors at this package's edge.

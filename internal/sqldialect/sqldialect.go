@@ -17,6 +17,7 @@ package sqldialect
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -145,6 +146,22 @@ func Translate(err error, d Dialect, what string) error {
 		}
 	}
 	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
+}
+
+// InTx runs fn in one transaction of db (BEGIN IMMEDIATE on SQLite, by the
+// sqlite package's connection settings), committing when fn returns nil
+// and rolling back otherwise. fn's error is returned as it is; errors of
+// the transaction itself are translated.
+func InTx(ctx context.Context, db *sql.DB, d Dialect, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return Translate(err, d, "beginning a transaction")
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return Translate(tx.Commit(), d, "committing")
 }
 
 // SQLState is a PostgreSQL error's SQLSTATE, "" for any other error.
