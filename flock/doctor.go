@@ -362,7 +362,7 @@ func (r *Report) checkLockFiles(dirSt *unix.Stat_t) {
 		r.add(LevelError, "lock-files", "%d of %d lock files are not regular files, so baton run fails for their jobs: %s. baton makes no such thing: find out what did, then move them away", len(odd), n, list(odd))
 	}
 	if len(corrupt) > 0 {
-		r.add(LevelError, "lock-files", "%d of %d lock files hold no state baton can read, so baton run refuses their jobs rather than guess a fencing token: %s. Inspect them; remove one only when no run can still hold a token from it", len(corrupt), n, list(corrupt))
+		r.add(LevelError, "lock-files", "%d of %d lock files are damaged (empty, truncated, or not one record with a token in 1..2^62), so baton run refuses their jobs rather than restart or guess a fencing token: %s. When no run of the job is going, write its last token (or a higher one) back, e.g. echo '{\"token\":N}' > %s/JOB.lock; removing the file would restart the token at 1", len(corrupt), n, list(corrupt), dir)
 	}
 	if len(unshared) > 0 {
 		r.add(LevelWarn, "lock-files", "%d of %d lock files are not group-read-writable, so other users cannot open them to lock: %s. chmod g+rw %s/*.lock", len(unshared), n, list(unshared), dir)

@@ -274,7 +274,7 @@ func TestDoctorNonRegularLockFile(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "c.lock")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "ok.lock"), "", 0o660)
+	writeFile(t, filepath.Join(dir, "ok.lock"), `{"token":1}`, 0o660)
 	writeFile(t, filepath.Join(dir, "notes.txt"), "", 0o660)
 	r := CheckDir(dir, ScopeUser, true)
 	want(t, r, "lock-files", LevelError, "3 of 4", "a.lock (directory)", "b.lock (FIFO)", "c.lock (symbolic link)")
@@ -294,9 +294,9 @@ func TestDoctorLockFileMode(t *testing.T) {
 	dir := t.TempDir()
 	chmod(t, dir, 0o2770)
 	stub(t, &lookupGroup, groupOf(t, dir))
-	writeFile(t, filepath.Join(dir, "private.lock"), "", 0o600)
-	writeFile(t, filepath.Join(dir, "readonly.lock"), "", 0o640)
-	writeFile(t, filepath.Join(dir, "shared.lock"), "", 0o660)
+	writeFile(t, filepath.Join(dir, "private.lock"), `{"token":1}`, 0o600)
+	writeFile(t, filepath.Join(dir, "readonly.lock"), `{"token":1}`, 0o640)
+	writeFile(t, filepath.Join(dir, "shared.lock"), `{"token":1}`, 0o660)
 	r := CheckDir(dir, ScopeHost, false)
 	want(t, r, "lock-files", LevelWarn, "2 of 3", "private.lock (0600)", "readonly.lock (0640)", "chmod g+rw")
 	for _, f := range findings(r, "lock-files") {

@@ -36,18 +36,19 @@ func (h *HighWater) Write(ctx context.Context, resource string, token int64, wri
 	if err := baton.ValidateResource(resource); err != nil {
 		return err
 	}
-	if token < 1 {
-		return baton.Invalid("token", "%d is not a fencing token (want an integer >= 1)", token)
+	if token < 1 || token > maxToken {
+		return baton.Invalid("token", "%d is not a fencing token (want an integer in 1..2^62)", token)
 	}
 	path := filepath.Join(h.l.dir, resource+".fence")
-	f, err := h.lock(ctx, path)
+	// A new fence file appears holding this token as its mark.
+	f, err := h.lock(ctx, path, state{Token: token, AcquiredAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	st, err := readState(f)
 	if err != nil {
-		return baton.Wrap(baton.EINTERNAL, err, "fence file %s is corrupt; it keeps the highest token written, so baton will not guess one", path)
+		return baton.Errorf(baton.EINTERNAL, "fence file %s is damaged (%v); it keeps the highest token written to %s, so baton refuses the write rather than guess one. To fix it, when no write to it is going, write the highest token written so far (or any higher one): echo '{\"token\":N}' > %s", path, err, resource, shellQuote(path))
 	}
 	if token < st.Token {
 		return baton.Fenced(resource, token, st.Token)
@@ -62,9 +63,9 @@ func (h *HighWater) Write(ctx context.Context, resource string, token int64, wri
 
 // lock takes the fence file's flock, waiting for other writers until ctx
 // ends; flock(2) itself cannot be interrupted, so it is polled.
-func (h *HighWater) lock(ctx context.Context, path string) (*os.File, error) {
+func (h *HighWater) lock(ctx context.Context, path string, initial state) (*os.File, error) {
 	for wait := time.Millisecond; ; wait = min(wait*2, 50*time.Millisecond) {
-		f, err := h.l.openLockFile(path)
+		f, _, err := h.l.openLockFile(path, initial)
 		if err != nil {
 			return nil, err
 		}

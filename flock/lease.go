@@ -12,12 +12,9 @@
 package flock
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -187,7 +184,8 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 	// A lock file replaced between open and flock is retried; three times
 	// in a row means someone is replacing it in a loop.
 	for attempt := 0; attempt < 3; attempt++ {
-		f, err := l.openLockFile(path)
+		// A new lock file appears at the path holding its first term.
+		f, created, err := l.openLockFile(path, l.termState(req, 1))
 		if err != nil {
 			return baton.Grant{}, err
 		}
@@ -220,35 +218,55 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 		var fst unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &fst) == nil {
 			if other, ok := lockedUnlinked(path, fst.Dev); ok {
+				if created && other.Token >= 1 {
+					// The file just made names a term that was not
+					// granted: put the holder's record there instead,
+					// as its next renewal would, so that the path never
+					// shows a token below the job's.
+					writeState(f, *other, true)
+				}
 				f.Close()
 				return baton.Grant{Holder: other.holder()}, nil
 			}
 		}
-		st, err := readState(f)
-		if err != nil {
-			f.Close()
-			return baton.Grant{}, baton.Wrap(baton.EINTERNAL, err, "lock file %s is corrupt; it keeps the job's fencing token, so baton will not guess one. Inspect it, then remove it only if no run can hold a token", path)
-		}
-		next := state{Token: st.Token + 1, Owner: req.Owner, Host: req.Host, PID: req.PID, Argv: req.Argv,
-			StartedAt: req.StartedAt, AcquiredAt: time.Now().UTC(), BootID: currentBootID()}
-		// Start ticks and uid are known only of this process; a request
-		// naming another pid gets none rather than this process's.
-		if req.PID == os.Getpid() {
-			self := selfProcess()
-			next.StartTicks, next.UID = self.startTicks, &self.uid
-		}
-		// The token must be on disk before anyone can act on it, or a crash
-		// of the host could hand out the same token twice.
-		if err := writeState(f, next, true); err != nil {
-			f.Close()
-			return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file %s", path)
+		token := int64(1)
+		if !created {
+			st, err := readState(f)
+			if err != nil {
+				f.Close()
+				return baton.Grant{}, baton.Errorf(baton.EINTERNAL, "lock file %s is damaged (%v); it keeps the job's fencing token, so baton refuses the job rather than restart or guess the token. To fix it, %s", path, err, repairHint(path))
+			}
+			if st.Token >= maxToken {
+				f.Close()
+				return baton.Grant{}, baton.Errorf(baton.EINTERNAL, "lock file %s holds token %d, the last one baton hands out (2^62): the job has no token left. To fix it, %s", path, st.Token, repairHint(path))
+			}
+			token = st.Token + 1
+			// The token must be on disk before anyone can act on it, or a
+			// crash of the host could hand out the same token twice.
+			if err := writeState(f, l.termState(req, token), true); err != nil {
+				f.Close()
+				return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file %s", path)
+			}
 		}
 		l.mu.Lock()
 		l.held[req.Owner] = &heldLock{f: f}
 		l.mu.Unlock()
-		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: next.Token, TTL: req.TTL}}, nil
+		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: token, TTL: req.TTL}}, nil
 	}
 	return baton.Grant{}, baton.Errorf(baton.ECONFLICT, "lock file %s keeps being replaced", path)
+}
+
+// termState is the record of the term that req is granted with token.
+func (l *Leaser) termState(req baton.AcquireRequest, token int64) state {
+	st := state{Token: token, Owner: req.Owner, Host: req.Host, PID: req.PID, Argv: req.Argv,
+		StartedAt: req.StartedAt, AcquiredAt: time.Now().UTC(), BootID: currentBootID()}
+	// Start ticks and uid are known only of this process; a request
+	// naming another pid gets none rather than this process's.
+	if req.PID == os.Getpid() {
+		self := selfProcess()
+		st.StartTicks, st.UID = self.startTicks, &self.uid
+	}
+	return st
 }
 
 // heldLock is a term's lock: the lock file it holds, and any earlier lock
@@ -281,7 +299,12 @@ func (l *Leaser) heal(term *baton.Term, hl *heldLock) error {
 	if err != nil || same {
 		return err
 	}
-	f, err := l.openLockFile(path)
+	st, err := readState(hl.f)
+	if err != nil || st.Token != term.Token {
+		return baton.Errorf(baton.ELEASELOST, "lock file of %s no longer holds token %d", term.Job, term.Token)
+	}
+	// A file made here holds the term's record from the start.
+	f, created, err := l.openLockFile(path, st)
 	if err != nil {
 		return err
 	}
@@ -293,18 +316,16 @@ func (l *Leaser) heal(term *baton.Term, hl *heldLock) error {
 		f.Close()
 		return err // replaced again: the next renewal tries again
 	}
-	st, err := readState(hl.f)
-	if err != nil || st.Token != term.Token {
-		f.Close()
-		return baton.Errorf(baton.ELEASELOST, "lock file of %s no longer holds token %d", term.Job, term.Token)
-	}
-	if old, err := readState(f); err == nil && old.Token > st.Token {
-		f.Close() // a newer term wrote it: ours is over
-		return baton.Errorf(baton.ELEASELOST, "lock file of %s holds token %d, above ours (%d)", term.Job, old.Token, term.Token)
-	}
-	if err := writeState(f, st, true); err != nil {
-		f.Close()
-		return baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file of %s", term.Job)
+	if !created {
+		// A damaged record is overwritten: this term's token is the job's.
+		if old, err := readState(f); err == nil && old.Token > st.Token {
+			f.Close() // a newer term wrote it: ours is over
+			return baton.Errorf(baton.ELEASELOST, "lock file of %s holds token %d, above ours (%d)", term.Job, old.Token, term.Token)
+		}
+		if err := writeState(f, st, true); err != nil {
+			f.Close()
+			return baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file of %s", term.Job)
+		}
 	}
 	l.mu.Lock()
 	hl.stale = append(hl.stale, hl.f)
@@ -352,38 +373,93 @@ func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
 	return nil
 }
 
-// openLockFile opens the lock file, creating it if needed. A new file is
-// made under a temporary name, given the scope's mode (the umask would take
-// the group's write bit away) and only then linked at the path, so that no
-// other user ever finds it at the path with the wrong mode.
-func (l *Leaser) openLockFile(path string) (*os.File, error) {
-	const flags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
+// openLockFile opens the lock file, creating it if needed, and says whether
+// it made it. A file made here holds initial, synced, and this descriptor's
+// flock from the moment it appears at the path (see createLockFile), so a
+// lock file is never seen empty: an empty one is damage, not a new job.
+func (l *Leaser) openLockFile(path string, initial state) (*os.File, bool, error) {
 	for range 4 {
-		f, err := os.OpenFile(path, flags, 0)
+		f, err := os.OpenFile(path, lockFileFlags, 0)
 		if err == nil {
-			return f, nil
+			return f, false, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+			return nil, false, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
 		}
-		tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), time.Now().UnixNano())
-		f, err = os.OpenFile(tmp, flags|os.O_CREATE|os.O_EXCL, l.fileMode())
-		if err != nil {
-			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file")
-		}
-		err = f.Chmod(l.fileMode())
+		f, err = l.createLockFile(path, initial)
 		if err == nil {
-			err = os.Link(tmp, path)
+			return f, true, nil
 		}
-		os.Remove(tmp) // our own temporary name, never a lock file
-		f.Close()
-		if err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+		if !errors.Is(err, os.ErrExist) {
+			return nil, false, err
 		}
-		// Linked (or someone else created it meanwhile): open it by its
-		// name, so that /proc shows the descriptor at the lock file's path.
+		// Someone else made it meanwhile: open theirs.
 	}
-	return nil, baton.Errorf(baton.ECONFLICT, "lock file %s keeps appearing and disappearing", path)
+	return nil, false, baton.Errorf(baton.ECONFLICT, "lock file %s keeps appearing and disappearing", path)
+}
+
+const lockFileFlags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
+
+// createLockFile makes a lock file under a temporary name: with the scope's
+// mode (the umask would take the group's write bit away), locked by the
+// returned descriptor, and holding initial, synced. Only then is it moved to
+// the path, without replacing a file that appeared there meanwhile (then an
+// error matching os.ErrExist). Whoever opens it at the path finds it locked,
+// with its record, and with the right mode.
+func (l *Leaser) createLockFile(path string, initial state) (*os.File, error) {
+	tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), time.Now().UnixNano())
+	f, err := os.OpenFile(tmp, lockFileFlags|os.O_CREATE|os.O_EXCL, l.fileMode())
+	if err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file")
+	}
+	linked := false
+	defer func() {
+		if !linked {
+			os.Remove(tmp) // our own temporary name, never a lock file
+			f.Close()
+		}
+	}()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "locking new lock file %s", tmp)
+	}
+	if err := f.Chmod(l.fileMode()); err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+	}
+	if err := writeState(f, initial, true); err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "writing new lock file %s", tmp)
+	}
+	// A rename keeps the descriptor's name in /proc at the path, where
+	// baton leases and the check for removed files look for it.
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		// No RENAME_NOREPLACE on this file system: a link never replaces
+		// either; /proc then names the descriptor by its temporary name.
+		err = unix.Link(tmp, path)
+	}
+	if errors.Is(err, unix.EEXIST) {
+		return nil, os.ErrExist
+	}
+	if err != nil {
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+	}
+	linked = true
+	os.Remove(tmp) // after a link; nothing by that name after a rename
+	// The new name must be on disk too: a lock file lost in a crash of the
+	// host would restart its token.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		f.Close()
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", filepath.Dir(path))
+	}
+	return f, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func (l *Leaser) file(term *baton.Term) (*heldLock, error) {
@@ -458,12 +534,21 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		var fs unix.Stat_t
 		ferr := unix.Fstat(int(f.Fd()), &fs)
 		f.Close()
-		if serr != nil || ferr != nil {
+		if ferr != nil || serr != nil && fs.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
 		id := fileID{uint64(fs.Dev), fs.Ino}
 		listed[id] = true
-		out = append(out, lease(job, st, id))
+		ls := lease(job, st, id)
+		if serr != nil {
+			// Listed, not hidden: baton run refuses the job until an
+			// operator mends the file, and this is where they look.
+			ls.Problem = fmt.Sprintf("lock file damaged (%v): the job is refused until it holds the job's last token", serr)
+			if ls.State == baton.LeaseFree {
+				ls.State = baton.LeaseExpired // not free: nobody can take it
+			}
+		}
+		out = append(out, ls)
 	}
 
 	// Flocked files open in the directory but no longer at their path.
@@ -514,51 +599,6 @@ func sameInode(f *os.File, path string) (bool, error) {
 	// A lock on an unlinked file guards nothing: the next run creates a
 	// new file at the path and locks that.
 	return a.Nlink > 0 && a.Dev == b.Dev && a.Ino == b.Ino, nil
-}
-
-// maxStateSize keeps the state in one small write, which the kernel does not
-// interleave with a reader's read of the same file.
-const maxStateSize = 4096
-
-func readState(f *os.File) (state, error) {
-	buf := make([]byte, maxStateSize)
-	n, err := f.ReadAt(buf, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return state{}, err
-	}
-	b := bytes.TrimSpace(buf[:n])
-	if len(b) == 0 {
-		return state{}, nil // new file
-	}
-	var st state
-	if err := json.Unmarshal(b, &st); err != nil {
-		return state{}, fmt.Errorf("parsing: %w", err)
-	}
-	return st, nil
-}
-
-func writeState(f *os.File, st state, sync bool) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return err
-	}
-	if len(b)+1 > maxStateSize {
-		st.Argv = []string{"(argv too long to record)"}
-		if b, err = json.Marshal(st); err != nil {
-			return err
-		}
-	}
-	b = append(b, '\n')
-	if _, err := f.WriteAt(b, 0); err != nil {
-		return err
-	}
-	if err := f.Truncate(int64(len(b))); err != nil {
-		return err
-	}
-	if sync {
-		return unix.Fdatasync(int(f.Fd()))
-	}
-	return nil
 }
 
 type inodeKey struct {

@@ -2,6 +2,7 @@ package flock_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,18 +122,196 @@ func TestLockFileIsCloseOnExec(t *testing.T) {
 	}
 }
 
-// A corrupt lock file is an error, never a silent reset of the token to 1.
-func TestCorruptLockFileRefused(t *testing.T) {
+// A lock file that cannot be read as exactly one record with a token in
+// 1..2^62 is damage: Acquire refuses it with an error that names the file
+// and the fix, and leaves it as it was. Never a reset of the token to 1, a
+// token that goes back, or one that wraps.
+func TestDamagedLockFileRefused(t *testing.T) {
+	for name, content := range map[string]string{
+		"not json":        "{not json",
+		"empty":           "",
+		"whitespace":      " \n\t \n",
+		"truncated":       `{"token":41,"owner":"o`,
+		"null":            "null",
+		"empty object":    "{}",
+		"array":           `[{"token":5}]`,
+		"number":          "5",
+		"no token":        `{"owner":"o","host":"h"}`,
+		"null token":      `{"token":null}`,
+		"zero token":      `{"token":0}`,
+		"negative token":  `{"token":-5}`,
+		"fraction":        `{"token":5.5}`,
+		"string token":    `{"token":"5"}`,
+		"max int64":       `{"token":9223372036854775807}`,
+		"above 2^62":      `{"token":4611686018427387905}`,
+		"beyond int64":    `{"token":99999999999999999999}`,
+		"duplicate token": `{"token":50,"token":2}`,
+		"duplicate other": `{"token":50,"owner":"a","owner":"b"}`,
+		"case twin":       `{"token":50,"Token":2}`,
+		"unknown field":   `{"token":5,"tokne":6}`,
+		"two records":     `{"token":5}` + "\n" + `{"token":2}`,
+		"trailing bytes":  `{"token":5}x`,
+		"too large":       `{"token":5,"owner":"` + strings.Repeat("o", 5000) + `"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			path := filepath.Join(dir, "job.lock")
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, err := flock.Open(dir, "host", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := l.Acquire(context.Background(), baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o"})
+			if err == nil {
+				var token int64
+				if g.Term != nil {
+					token = g.Term.Token
+				}
+				t.Fatalf("acquired over lock file %q: token %d, busy %v", content, token, g.Busy())
+			}
+			if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, `{"token":`) {
+				t.Fatalf("error %q does not name the file %s and the fix", msg, path)
+			}
+			if b, _ := os.ReadFile(path); string(b) != content {
+				t.Fatalf("lock file changed from %q to %q", content, b)
+			}
+		})
+	}
+}
+
+// The tokens at the edges of the range: a record's token may be anything in
+// 1..2^62, and the next term's token is the one after it, while it stays in
+// the range (another issue puts an epoch in the bits above).
+func TestLockFileTokenRange(t *testing.T) {
+	for _, tc := range []struct {
+		stored int64
+		next   int64 // 0: refused
+	}{
+		{1, 2},
+		{41, 42},
+		{1<<62 - 1, 1 << 62},
+		{1 << 62, 0},
+	} {
+		t.Run(fmt.Sprint(tc.stored), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "job.lock")
+			// Surrounding white space is no damage: baton ends its records with a newline.
+			if err := os.WriteFile(path, []byte(fmt.Sprintf(" {\"token\":%d}\n\n", tc.stored)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, err := flock.Open(dir, "host", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := l.Acquire(context.Background(), baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o"})
+			switch {
+			case tc.next == 0 && err == nil:
+				t.Fatalf("token %d: acquired %+v, want refused (the next token would pass 2^62)", tc.stored, g.Term)
+			case tc.next == 0:
+				if !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %q does not name the file", err)
+				}
+			case err != nil || g.Busy():
+				t.Fatalf("token %d: %v, busy %v", tc.stored, err, g.Busy())
+			case g.Term.Token != tc.next:
+				t.Fatalf("token after %d = %d, want %d", tc.stored, g.Term.Token, tc.next)
+			}
+		})
+	}
+}
+
+// A lock file that baton makes is never observed empty, so that an empty
+// file at the path is damage, not a new job. Here a run that finds the job
+// held through a lock file removed while held makes the new file at the
+// path, and is refused: the file it leaves must hold a valid record, with a
+// token not below the holder's.
+func TestNewLockFileNeverEmpty(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "job.lock"), []byte("{not json"), 0o644); err != nil {
+	holder, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		term := leasetest.MustAcquire(t, holder, "job", time.Minute)
+		holder.Release(ctx, term)
+	}
+	term := leasetest.MustAcquire(t, holder, "job", time.Minute)
+	path := filepath.Join(dir, "job.lock")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	g, err := other.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o2"})
+	if err != nil || !g.Busy() {
+		t.Fatalf("acquire beside the holder: %+v, %v; want busy", g, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ Token int64 }
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Token < term.Token {
+		t.Fatalf("lock file left at the path holds %q (%v); want a record with token >= %d", b, err, term.Token)
+	}
+	// The fresh lock file of a new job holds its first term from the start.
+	first := leasetest.MustAcquire(t, other, "new", time.Minute)
+	b, _ = os.ReadFile(filepath.Join(dir, "new.lock"))
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Token != first.Token {
+		t.Fatalf("new lock file holds %q (%v), want token %d", b, err, first.Token)
+	}
+}
+
+// baton leases lists a damaged lock file with a problem, rather than hide it.
+func TestLeasesListsDamagedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "job.lock"), []byte(`{"token":50,"token":2}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	l, err := flock.Open(dir, "host", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = l.Acquire(context.Background(), baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o"})
-	if err == nil {
-		t.Fatal("acquired over a corrupt lock file")
+	leases, err := l.Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(leases) != 1 || leases[0].Job != "job" || !strings.Contains(leases[0].Problem, "damaged") {
+		t.Fatalf("listed %+v, want job with a problem saying its lock file is damaged", leases)
+	}
+}
+
+// A fence file is read as strictly as a lock file: damage is refused, never
+// read as "no write seen yet".
+func TestDamagedFenceFileRefused(t *testing.T) {
+	for name, content := range map[string]string{
+		"empty":           "",
+		"empty object":    "{}",
+		"duplicate token": `{"token":50,"token":2}`,
+		"negative token":  `{"token":-5}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "report.fence")
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			l, err := flock.Open(dir, "host", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.HighWater().Advance(context.Background(), "report", 3); err == nil || !strings.Contains(err.Error(), path) {
+				t.Fatalf("advance over fence file %q: %v, want an error naming %s", content, err, path)
+			}
+			if b, _ := os.ReadFile(path); string(b) != content {
+				t.Fatalf("fence file changed from %q to %q", content, b)
+			}
+		})
 	}
 }
