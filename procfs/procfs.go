@@ -17,6 +17,7 @@ import (
 type Stat struct {
 	State      byte // R, S, D, Z (zombie: exited, not yet reaped), X, …
 	PPID       int
+	PGRP       int    // process group
 	StartTicks uint64 // field 22, starttime: clock ticks after boot
 }
 
@@ -40,11 +41,15 @@ func ParseStat(b []byte) (Stat, error) {
 	if err != nil {
 		return Stat{}, fmt.Errorf("ppid: %w", err)
 	}
+	pgrp, err := strconv.Atoi(f[5-3])
+	if err != nil {
+		return Stat{}, fmt.Errorf("pgrp: %w", err)
+	}
 	ticks, err := strconv.ParseUint(f[22-3], 10, 64)
 	if err != nil {
 		return Stat{}, fmt.Errorf("starttime: %w", err)
 	}
-	return Stat{State: f[0][0], PPID: ppid, StartTicks: ticks}, nil
+	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp, StartTicks: ticks}, nil
 }
 
 // ReadStat reads /proc/PID/stat; a process that is gone gives an error
@@ -69,4 +74,20 @@ func Argv(pid int) []string {
 		return nil
 	}
 	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// HasEnv reports whether a process's environment, as it was at exec, holds
+// the variable assignment kv ("NAME=value"). False when it cannot be read
+// (gone, or another user's).
+func HasEnv(pid int, kv string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	for v := range bytes.SplitSeq(b, []byte{0}) {
+		if string(v) == kv {
+			return true
+		}
+	}
+	return false
 }

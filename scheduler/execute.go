@@ -54,7 +54,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 	wait := c.State != baton.TickPending || c.Kind == baton.TickBackfill || attempts > 0 || c.CatchUp
 	takeover := c.State == baton.TickRunning
 	for {
-		term, busy, err := d.acquire(ctx, j, c, prev, wait)
+		term, sent, busy, err := d.acquire(ctx, j, c, prev, wait)
 		switch {
 		case err == errDraining:
 			d.giveBack(bg, c, log)
@@ -106,7 +106,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			return
 		}
 		prev, attempts = term.Owner, attempt
-		ending := d.execute(j, c.Tick, term, attempt, runLag(j, c.Tick, attempt, time.Now()), log)
+		ending, survivors := d.execute(j, c.Tick, term, sent, attempt, runLag(j, c.Tick, attempt, time.Now()), log)
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
@@ -118,8 +118,11 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		}
 		// Released even when lost: a replaced term is still held until
 		// released (a flock lease never expires while its holder lives),
-		// and releasing a term that is gone is harmless.
-		d.release(term, log)
+		// and releasing a term that is gone is harmless. Never while a
+		// process of the run lives (its guard died and they outlived it).
+		if len(survivors) == 0 {
+			d.release(term, log)
+		}
 		if ending.RetryAfter == 0 || err != nil || !ok {
 			return
 		}
@@ -179,13 +182,20 @@ func leaseKeys(j baton.Job) []string {
 }
 
 // acquire takes one of the job's leases per its overlap policy. It returns
-// the term, or nil and why the tick is skipped; errDraining when the
-// daemon began draining while it waited.
-func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string, wait bool) (*baton.Term, string, error) {
+// the term and when the request that won it was sent (the term's trust
+// window runs from then), or nil and why the tick is skipped; errDraining
+// when the daemon began draining while it waited.
+func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string, wait bool) (term *baton.Term, sent time.Time, busy string, err error) {
+	term, busy, err = d.acquireTerm(ctx, j, c, runID, wait, &sent)
+	return term, sent, busy, err
+}
+
+func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID string, wait bool, sent *time.Time) (*baton.Term, string, error) {
 	keys := leaseKeys(j)
 	try := func() (*baton.Term, *baton.Holder, error) {
 		var holder *baton.Holder
 		for _, key := range keys {
+			*sent = time.Now()
 			g, err := d.Leaser.Acquire(ctx, baton.AcquireRequest{
 				Job: key, TTL: j.TTL.D(), Owner: uuid.NewString(), Host: d.Host, PID: os.Getpid(),
 				Argv: []string{"baton", "daemon", "tick", c.IdempotencyKey()}, StartedAt: time.Now(),
@@ -286,14 +296,14 @@ func (d *Daemon) replace(ctx context.Context, j baton.Job, token int64, c Claim)
 // between, with the same attribute names every time (docs/METRICS.md):
 // job and tick (from log), token, attempt, run_id, then outcome, exit_code
 // (when the command ran), duration_seconds and reason (when there is one).
-func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt int, lag time.Duration, log interface {
+func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time, attempt int, lag time.Duration, log interface {
 	Info(string, ...any)
-}) Ending {
+}) (Ending, []int) {
 	obs := d.observer()
 	log.Info("run start", "token", term.Token, "attempt", attempt, "run_id", term.Owner)
 	obs.RunStarted(j.Name, lag)
 	started := time.Now()
-	e, lost := d.run(j, t, term, attempt, obs, log)
+	e, lost, survivors := d.run(j, t, term, sent, attempt, obs, log)
 	took := time.Since(started)
 	attrs := []any{"token", term.Token, "attempt", attempt, "run_id", term.Owner, "outcome", e.Outcome}
 	if e.ExitCode != nil {
@@ -308,15 +318,15 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, attempt in
 		obs.LeaseLost(j.Name)
 	}
 	obs.RunEnded(j.Name, e.Outcome, took)
-	return e
+	return e, survivors
 }
 
 // run is execute's attempt itself; lost says the term was lost while the
 // command ran (a replaced run ends lost-lease too, but its term was
 // revoked on purpose).
-func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, obs Observer, log interface {
+func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time, attempt int, obs Observer, log interface {
 	Info(string, ...any)
-}) (e Ending, lost bool) {
+}) (e Ending, lost bool, survivors []int) {
 	a := &active{token: term.Token, stop: make(chan struct{})}
 	d.mu.Lock()
 	d.active[j.Name] = append(d.active[j.Name], a)
@@ -343,7 +353,7 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, o
 	tail := &tailBuffer{max: OutputTail}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}, false
+		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}, false, nil
 	}
 	copied := make(chan struct{})
 	go func() { io.Copy(tail, r); r.Close(); close(copied) }()
@@ -361,7 +371,10 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, o
 		},
 		Logf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) },
 	}
-	res := sup.Run(context.Background(), term, time.Now(), j.Command)
+	// Trust runs from the acquisition's request, not from now: a daemon
+	// slowed or frozen between the two must not start a command on a term
+	// that may have expired meanwhile (the supervisor renews first then).
+	res := sup.Run(context.Background(), term, sent, j.Command)
 	w.Close()
 	select { // strays left behind may hold the pipe open; do not wait for them
 	case <-copied:
@@ -379,6 +392,8 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, o
 		if a.drained {
 			e.Outcome = baton.OutcomeFailed
 		}
+	case res.GuardDied:
+		e.Outcome, e.Reason = baton.OutcomeFailed, "the command's guard died (killed?); the processes its command left were killed before the lease was released"
 	case res.TimedOut:
 		e.Outcome, e.Reason = baton.OutcomeTimedOut, fmt.Sprintf("ran past its timeout of %s; its tree was stopped", j.Timeout)
 	case code == 0:
@@ -396,7 +411,10 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, attempt int, o
 	default:
 		e.Outcome = baton.OutcomeFailed
 	}
-	return e, lost
+	if len(res.Survivors) > 0 {
+		e.Reason = fmt.Sprintf("the command's guard died and %d of its processes could not be killed; the lease is kept until it expires", len(res.Survivors))
+	}
+	return e, lost, res.Survivors
 }
 
 // tailBuffer keeps the last max bytes written to it.

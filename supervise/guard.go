@@ -1,9 +1,11 @@
 package supervise
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -19,8 +21,9 @@ const GuardCommand = "__guard"
 
 // The guard's descriptors, as the supervisor passes them.
 const (
-	guardResultFD = 3 // the guard writes its guardResult here, then exits
+	guardResultFD = 3 // the guard writes its guardReports here, then exits
 	guardLockFD   = 4 // optional: the local lock, held until the tree is gone
+	guardTrustFD  = 5 // with --trust-until: each renewal's new trust deadline
 )
 
 // Signals between supervisor and guard. Others (INT, TERM, HUP, QUIT) are
@@ -30,12 +33,22 @@ const (
 	sigSupervisorGone = syscall.SIGUSR2 // the supervisor died (Pdeathsig): KILL the tree now
 )
 
-// guardResult is what the guard reports when its tree is gone.
-type guardResult struct {
+// guardReport is what the guard writes on its result descriptor: first the
+// command's pid once it runs (Started), then, when the tree is gone, the
+// result (Done).
+type guardReport struct {
+	Started  int       `json:"started,omitempty"` // the command's pid and process group
+	Done     bool      `json:"done,omitempty"`
 	ExitCode int       `json:"exit_code"`
 	Strays   []Process `json:"strays,omitempty"`
 	Error    string    `json:"error,omitempty"`
+	// TrustExpired says the guard stopped the tree itself because the
+	// trust deadline passed without an extension from the supervisor.
+	TrustExpired bool `json:"trust_expired,omitempty"`
 }
+
+// guardResult is the guard's final report.
+type guardResult = guardReport
 
 // GuardMain is the guard's main; it returns the guard's exit status. The guard
 // sits between baton and the command, so that the command's whole tree,
@@ -53,15 +66,24 @@ func GuardMain(args []string) int {
 	killAfter := flags.Duration("kill-after", 10*time.Second, "")
 	ppid := flags.Int("ppid", 0, "")
 	path := flags.String("path", "", "")
+	// The term's trust deadline on the boot clock (nanoseconds), when the
+	// lease can expire (PostgreSQL); the supervisor extends it through
+	// guardTrustFD after each renewal. 0: the lease lasts as long as the
+	// lock's descriptor, which the guard holds (flock).
+	trustUntil := flags.Int64("trust-until", 0, "")
 	if err := flags.Parse(args); err != nil || flags.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "baton: __guard is internal to baton run")
 		return 70
 	}
 	argv := flags.Args()
-	g := &guard{strays: *strays, killAfter: *killAfter, self: os.Getpid()}
+	g := &guard{strays: *strays, killAfter: *killAfter, self: os.Getpid(), trustUntil: *trustUntil}
 	result := os.NewFile(guardResultFD, "result")
 	syscall.CloseOnExec(guardResultFD)
 	syscall.CloseOnExec(guardLockFD) // EBADF when there is no lock: fine
+	if g.trustUntil != 0 {
+		syscall.CloseOnExec(guardTrustFD)
+		g.extensions = readExtensions(os.NewFile(guardTrustFD, "trust"))
+	}
 
 	// The command's Pdeathsig is tied to the thread that forks it: keep
 	// main on one thread for the guard's whole life.
@@ -84,6 +106,7 @@ func GuardMain(args []string) int {
 		return g.finish(result, guardResult{ExitCode: 126, Error: fmt.Sprintf("cannot run %s: %v", argv[0], err)})
 	}
 	g.main = pid
+	json.NewEncoder(result).Encode(guardReport{Started: pid})
 	return g.finish(result, g.supervise(sigs))
 }
 
@@ -92,6 +115,37 @@ type guard struct {
 	killAfter time.Duration
 	self      int
 	main      int // the command's pid, also its process group
+	// trustUntil is the term's trust deadline on the boot clock (0: none),
+	// and extensions bring the later ones (see readExtensions).
+	trustUntil int64
+	extensions <-chan int64
+}
+
+// readExtensions reads the supervisor's trust deadlines, 8 bytes each, little
+// endian nanoseconds of the boot clock. The channel closes at end of file
+// (the supervisor is gone, or done): the last deadline then stands.
+func readExtensions(f *os.File) <-chan int64 {
+	c := make(chan int64, 1)
+	go func() {
+		defer close(c)
+		var b [8]byte
+		for {
+			if _, err := io.ReadFull(f, b[:]); err != nil {
+				return
+			}
+			c <- int64(binary.LittleEndian.Uint64(b[:]))
+		}
+	}()
+	return c
+}
+
+// BootNow reads the boot clock: monotonic, shared by every process of the
+// host, and still counting while the host is suspended (as the store's clock
+// does), in nanoseconds. Trust deadlines pass between processes on it.
+func BootNow() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	return ts.Nano()
 }
 
 type reaped struct {
@@ -121,6 +175,17 @@ func (g *guard) supervise(sigs <-chan os.Signal) guardResult {
 
 	var res guardResult
 	var grace <-chan time.Time
+	// The trust window: when it ends without an extension, the tree is
+	// stopped as the supervisor would stop it (TERM, KILL after the grace),
+	// even if the supervisor is frozen, deadlocked or too slow to ask.
+	var trust *time.Timer
+	var trustC <-chan time.Time
+	if g.trustUntil != 0 {
+		trust = time.NewTimer(time.Duration(g.trustUntil - BootNow()))
+		defer trust.Stop()
+		trustC = trust.C
+	}
+	extensions := g.extensions
 	// onReaped acts on one reaped child; it returns true when the guard is
 	// done (strays reported and left behind).
 	onReaped := func(r reaped) bool {
@@ -167,6 +232,38 @@ func (g *guard) supervise(sigs <-chan os.Signal) guardResult {
 			}
 		case <-grace:
 			g.signalTree(syscall.SIGKILL)
+		case until, ok := <-extensions:
+			if !ok {
+				extensions = nil
+				continue
+			}
+			if trustC != nil && until > g.trustUntil {
+				g.trustUntil = until
+				trust.Reset(time.Duration(until - BootNow()))
+			}
+		case <-trustC:
+			// An extension may be waiting in the pipe: take it first.
+			select {
+			case until, ok := <-extensions:
+				if ok && until > g.trustUntil {
+					g.trustUntil = until
+				}
+				if !ok {
+					extensions = nil
+				}
+			default:
+			}
+			if left := g.trustUntil - BootNow(); left > 0 {
+				trust.Reset(time.Duration(left))
+				continue
+			}
+			trustC = nil
+			res.TrustExpired = true
+			fmt.Fprintf(os.Stderr, "baton: no renewal of the lease reached the guard before its trust window ended; stopping the command's tree (TERM, KILL after %s)\n", g.killAfter)
+			g.signalTree(syscall.SIGTERM)
+			if grace == nil {
+				grace = time.After(g.killAfter)
+			}
 		case sig := <-sigs:
 			switch sig {
 			case sigSupervisorGone:
@@ -207,6 +304,7 @@ func (g *guard) finish(result *os.File, res guardResult) int {
 	if res.Error != "" {
 		fmt.Fprintln(os.Stderr, "baton: "+res.Error)
 	}
+	res.Done = true
 	json.NewEncoder(result).Encode(res)
 	result.Close()
 	return 0

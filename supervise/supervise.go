@@ -27,6 +27,7 @@ package supervise
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,10 +38,12 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/batonhq/baton"
+	"golang.org/x/sys/unix"
 )
 
 // Supervisor runs one command under one term.
@@ -76,6 +79,12 @@ type Supervisor struct {
 	GuardPath string
 	// Logf reports what baton does (renewal trouble, lost lease); nil is quiet.
 	Logf func(format string, args ...any)
+	// AdoptOrphans makes this process a child subreaper, so that if the
+	// guard dies, every process its command left becomes this process's
+	// child and is killed before the lease is released, however it escaped
+	// its group. Only for a process whose other children are none of its
+	// business to kill: it has none (baton run).
+	AdoptOrphans bool
 }
 
 // Result is how a supervised run ended.
@@ -95,6 +104,14 @@ type Result struct {
 	// ReleaseErr is set when the lease could not be released at the end; the
 	// lease then expires by itself.
 	ReleaseErr error
+	// Survivors are processes of the run still alive when Run returned: the
+	// guard died and they could not be killed. The lease was not released,
+	// and a caller that keeps it (KeepLease) must not release it either.
+	Survivors []int
+	// GuardDied is set when the guard died without a report (it was
+	// killed): the command's status is unknown, and whatever the command
+	// left was killed before anything was released.
+	GuardDied bool
 }
 
 // Safety is the part of the trust window kept back for scheduling delays
@@ -181,15 +198,36 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 	}
 	defer results.Close()
-	extra := []*os.File{resultW}
+	extra := []*os.File{resultW, nil}
 	if lf, ok := s.Leaser.(lockFiler); ok {
-		if f := lf.LockFile(term); f != nil {
-			extra = append(extra, f)
-		}
+		extra[1] = lf.LockFile(term)
 	}
 	strays := cmp.Or(s.Strays, "wait")
-	cmd := exec.Command(guardPath, append([]string{GuardCommand, "--strays", strays, "--kill-after", killAfter.String(),
-		"--ppid", strconv.Itoa(os.Getpid()), "--path", path, "--"}, argv...)...)
+	guardArgs := []string{GuardCommand, "--strays", strays, "--kill-after", killAfter.String(),
+		"--ppid", strconv.Itoa(os.Getpid()), "--path", path}
+	// A lease that can expire (it is not a lock the guard holds too) gets a
+	// trust window in the guard as well: the guard stops the tree when it
+	// ends, whatever becomes of this process (see trust below).
+	var trust *trustLine
+	if extra[1] == nil {
+		trustR, trustW, err := os.Pipe()
+		if err != nil {
+			resultW.Close()
+			logf("cannot create a pipe: %v", err)
+			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+		}
+		defer trustW.Close()
+		defer trustR.Close()
+		trust = &trustLine{w: trustW}
+		extra = append(extra, trustR)
+		guardArgs = append(guardArgs, "--trust-until", strconv.FormatInt(trust.deadline(trustUntil(trustFrom)), 10))
+	}
+	if s.AdoptOrphans {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			logf("cannot become a child subreaper (orphans of a dead guard are then found by their group and environment only): %v", err)
+		}
+	}
+	cmd := exec.Command(guardPath, append(append(guardArgs, "--"), argv...)...)
 	cmd.Args[0] = "baton"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
 	cmd.Env = append(append(append([]string{}, s.Env...), Env(term)...), s.ExtraEnv...)
@@ -227,14 +265,54 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 	}
 	guard := cmd.Process.Pid
+	var commandPID atomic.Int64 // the command's pid, once the guard says
 	report := make(chan guardResult, 1)
 	go func() {
-		var r guardResult
-		if err := json.NewDecoder(results).Decode(&r); err != nil {
-			r = guardResult{ExitCode: baton.ExitInternal, Error: "the guard of the command died without a report"}
+		dec := json.NewDecoder(results)
+		for {
+			var r guardReport
+			if err := dec.Decode(&r); err != nil {
+				report <- guardResult{ExitCode: baton.ExitInternal, Error: "the guard of the command died without a report"}
+				return
+			}
+			if r.Done {
+				report <- r
+				return
+			}
+			if r.Started > 0 {
+				commandPID.Store(int64(r.Started))
+			}
 		}
-		report <- r
 	}()
+	// finish turns the guard's report into the run's result. A guard that
+	// died without one left its command's children behind: they are killed
+	// before anything is released.
+	finish := func(r guardResult, res Result) Result {
+		res.ExitCode, res.Strays = r.ExitCode, r.Strays
+		if r.TrustExpired && res.LeaseLost == nil {
+			res.LeaseLost = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) reached the command's guard before the trust window ended (was baton frozen or stuck?); the guard stopped the command's tree", term.Job, term.Token)
+		}
+		if r.Done {
+			return res
+		}
+		res.GuardDied = true
+		killed, left := killOrphans(orphanFinder(int(commandPID.Load()), term.Owner), s.AdoptOrphans, killAfter+5*time.Second)
+		msg := "the guard of the command died without a report"
+		if len(killed) > 0 {
+			msg += fmt.Sprintf("; killed the %d process(es) its command left: %s", len(killed), describe(killed))
+		}
+		if len(left) > 0 {
+			// Not released: the lease expires by itself (PostgreSQL) or
+			// with this process (flock), as late as it can.
+			logf("%s; %d of them could not be killed, so the lease is not released: pids %v", msg, len(left), left)
+			res.ExitCode, res.Survivors = baton.ExitInternal, left
+			res.ReleaseErr = baton.Errorf(baton.EINTERNAL, "not released: %d process(es) of the run are still alive", len(left))
+			return res
+		}
+		logf("%s", msg)
+		res.ExitCode = baton.ExitInternal
+		return res
+	}
 
 	interval := term.TTL / 3
 	retry := max(term.TTL/15, 20*time.Millisecond)
@@ -258,10 +336,14 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		select {
 		case <-exited:
 			r := <-report
-			if r.Error != "" && r.ExitCode == baton.ExitInternal {
+			if r.Error != "" && r.ExitCode == baton.ExitInternal && r.Done {
 				logf("%s", r.Error)
 			}
-			return Result{ExitCode: r.ExitCode, Strays: r.Strays, ReleaseErr: s.release(term)}
+			res := finish(r, Result{})
+			if res.LeaseLost == nil && res.Survivors == nil {
+				res.ReleaseErr = s.release(term)
+			}
+			return res
 		case sig := <-sigs:
 			syscall.Kill(guard, sig.(syscall.Signal))
 		case <-cancelled:
@@ -287,6 +369,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 				}
 				lastSent = sent
 				stopAt.Reset(time.Until(trustUntil(lastSent)))
+				trust.extend(trustUntil(lastSent))
 				renewAt.Reset(time.Until(sent.Add(interval)))
 			case baton.ErrorCode(err) == baton.ELEASELOST:
 				lost = err
@@ -312,12 +395,38 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		syscall.Kill(guard, syscall.SIGKILL)
 		<-exited
 	}
-	r := <-report
-	res := Result{ExitCode: r.ExitCode, Strays: r.Strays, LeaseLost: lost, TimedOut: timedOut, Stopped: stopped}
-	if lost == nil {
+	res := finish(<-report, Result{LeaseLost: lost, TimedOut: timedOut, Stopped: stopped})
+	if res.LeaseLost == nil && res.Survivors == nil {
 		res.ReleaseErr = s.release(term)
 	}
 	return res
+}
+
+// trustLine carries the term's trust deadline to the guard, so that the
+// process closest to the command enforces it (ARCHITECTURE.md, invariant
+// 4): the supervisor, frozen by SIGSTOP, a debugger, a swap storm or a
+// deadlock, cannot keep the tree alive past its lease by failing to act. The
+// deadline passes as an instant of the boot clock, which both processes
+// read alike (BootNow), converted from this process's monotonic clock at
+// the moment it is sent.
+type trustLine struct{ w *os.File }
+
+func (t *trustLine) deadline(until time.Time) int64 {
+	return BootNow() + int64(time.Until(until))
+}
+
+// extend sends a later deadline after a renewal; nil (a lock the guard
+// holds) has none.
+func (t *trustLine) extend(until time.Time) {
+	if t == nil {
+		return
+	}
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(t.deadline(until)))
+	// Never blocks the supervisor: a guard that is gone has nothing left to
+	// stop, and one that is frozen with a full pipe cannot act on it anyway.
+	t.w.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
+	t.w.Write(b[:])
 }
 
 func (s *Supervisor) release(term *baton.Term) error {

@@ -3,8 +3,13 @@ package supervise_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +134,77 @@ func TestCommandNotFound(t *testing.T) {
 	res := s.Run(context.Background(), term, time.Now(), []string{"/nonexistent/cmd"})
 	if res.ExitCode != 127 || res.ReleaseErr != nil {
 		t.Fatalf("result %+v, want 127 and a clean release", res)
+	}
+}
+
+// The guard keeps the trust window itself: given a deadline and no
+// extension (its supervisor frozen), it stops the command's tree, TERM then
+// KILL, and says why; an extension that arrives in time keeps it running.
+func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
+	t.Parallel()
+	for _, extend := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no extension", true: "extended"}[extend], func(t *testing.T) {
+			t.Parallel()
+			results, resultW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			trustR, trustW, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			self, _ := os.Executable()
+			until := supervise.BootNow() + int64(500*time.Millisecond)
+			script := `trap '' TERM; sleep 3; echo done`
+			cmd := exec.Command(self, supervise.GuardCommand, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
+				"--path", "/bin/sh", "--trust-until", strconv.FormatInt(until, 10), "--", "sh", "-c", script)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			cmd.ExtraFiles = []*os.File{resultW, nil, trustR}
+			started := time.Now()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			resultW.Close()
+			trustR.Close()
+			if extend {
+				// Extended past the command's own end, a second at a time.
+				go func() {
+					for range 8 {
+						var b [8]byte
+						binary.LittleEndian.PutUint64(b[:], uint64(supervise.BootNow()+int64(time.Second)))
+						if _, err := trustW.Write(b[:]); err != nil {
+							return
+						}
+						time.Sleep(300 * time.Millisecond)
+					}
+				}()
+			}
+			cmd.Wait()
+			trustW.Close()
+			b, _ := io.ReadAll(results)
+			took := time.Since(started)
+			last := bytes.TrimSpace(b)
+			if i := bytes.LastIndexByte(last, '\n'); i >= 0 {
+				last = last[i+1:]
+			}
+			var r struct {
+				ExitCode     int  `json:"exit_code"`
+				TrustExpired bool `json:"trust_expired"`
+				Done         bool `json:"done"`
+			}
+			if err := json.Unmarshal(last, &r); err != nil {
+				t.Fatalf("report %q: %v", b, err)
+			}
+			if extend {
+				if r.TrustExpired || r.ExitCode != 0 || !strings.Contains(out.String(), "done") {
+					t.Fatalf("extended guard stopped the tree: %+v after %s, output %q", r, took, out.String())
+				}
+				return
+			}
+			if !r.TrustExpired || r.ExitCode != 128+9 || !r.Done {
+				t.Fatalf("report %+v after %s, want the tree KILLed for trust; output %q", r, took, out.String())
+			}
+		})
 	}
 }

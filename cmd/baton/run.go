@@ -171,6 +171,9 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		Leaser: st.leaser, KillAfter: c.killAfter, Strays: c.strays, MaxRun: c.maxRun,
 		Stdin: c.env.Stdin, Stdout: c.env.Stdout, Stderr: c.env.Stderr,
 		Env: os.Environ(),
+		// baton run has no other children: whatever its guard leaves behind
+		// if it dies is the run's, and is killed before the lease is released.
+		AdoptOrphans: true,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(c.env.Stderr, "baton: "+format+"\n", args...)
 		},

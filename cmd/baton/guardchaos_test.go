@@ -1,0 +1,225 @@
+package main_test
+
+// The lease's other edges, tried by real processes: the supervising process
+// frozen alone (SIGSTOP of `baton run` or `baton daemon`, not of its tree),
+// as a deadlock, a swap storm or a debugger would freeze it, and the guard
+// SIGKILLed while the command's children live. In every trial the command
+// takes a kernel lock (`flock -n`) on a file for its whole life, so a second
+// run that starts beside it cannot take the lock and says so: any overlap
+// shows, whatever baton's own records say.
+//
+// The control for both is today's failure: with the guard keeping no trust
+// window of its own, or the supervisor releasing at the guard's death, the
+// second run fails to take the kernel lock in every trial (seen before the
+// fix: 4 of 4).
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/procfs"
+)
+
+// edgeTrials is how many trials each edge test runs: BATON_CHAOS_TRIALS/10
+// (bench/chaos.sh), 3 by default.
+func edgeTrials(t *testing.T) int {
+	if s := os.Getenv("BATON_CHAOS_TRIALS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("BATON_CHAOS_TRIALS=%q: want a positive number", s)
+		}
+		return max(n/10, 1)
+	}
+	return 3
+}
+
+// holdLock is a command that holds a kernel lock on lock for its whole life
+// (about secs seconds), writing "<token> start" to log once it holds it, and
+// "<token> overlap" if it could not take it.
+func holdLock(lock, log string, secs int) string {
+	return fmt.Sprintf(`flock -n %[1]s sh -c 'echo "$BATON_FENCING_TOKEN start" >> %[2]s; sleep %[3]d' || echo "$BATON_FENCING_TOKEN overlap" >> %[2]s`, lock, log, secs)
+}
+
+// logLines waits until log has a line for which ok holds and returns every
+// line.
+func waitLine(t *testing.T, log string, within time.Duration, ok func(string) bool) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b, _ := os.ReadFile(log)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		for _, l := range lines {
+			if ok(l) {
+				return lines
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no such line in %s within %s; it holds %q", log, within, b)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func overlaps(log string) []string {
+	b, _ := os.ReadFile(log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasSuffix(l, " overlap") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// `baton run` frozen alone past its TTL: its guard stops the command before
+// the term can expire by the database's clock, so the run that takes over
+// finds the kernel lock free. The frozen run, once thawed, reports the lease
+// lost (76).
+func TestFrozenRunCannotOverlap(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	var wg sync.WaitGroup
+	for i := range edgeTrials(t) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dir := t.TempDir()
+			lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("frozen-run-%d", i)
+			a, out := s.start(t, "run", "--ttl", "3s", "--kill-after", "300ms", job, "--", "sh", "-c", holdLock(lock, log, 15))
+			waitLine(t, log, time.Minute, func(l string) bool { return l == "1 start" })
+			a.Process.Signal(syscall.SIGSTOP)
+			b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
+			a.Process.Signal(syscall.SIGCONT)
+			code := exitCode(t, a)
+			if o := overlaps(log); len(o) > 0 || b.code != 0 {
+				t.Errorf("trial %d: the run that took over overlapped the frozen one (exit %d): %v\n%s", i, b.code, o, b.stderr)
+			}
+			if code != baton.ExitLeaseLost {
+				t.Errorf("trial %d: the frozen run exited %d, want %d (lease lost): %s", i, code, baton.ExitLeaseLost, out)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// guardOf finds the guard below pid (a `baton run` or a daemon), waiting for
+// it to appear.
+func guardOf(t *testing.T, pid int) int {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		for _, c := range descendantsOf(pid) {
+			if argv := procfs.Argv(c); len(argv) > 1 && argv[1] == "__guard" {
+				if st, err := procfs.ReadStat(c); err == nil && st.PPID == pid {
+					return c
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no guard below pid %d", pid)
+	return 0
+}
+
+// The guard SIGKILLed while the command's children live: baton kills and
+// reaps the orphans before it releases the lease, so the next run finds the
+// kernel lock free, on both stores.
+func TestKilledGuardReleasesOnlyWhenTreeIsGone(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, s store) {
+		var wg sync.WaitGroup
+		for i := range edgeTrials(t) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dir := t.TempDir()
+				lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("killed-guard-%d", i)
+				// The lock is held by a grandchild of the guard (the command
+				// runs it in the background and waits), as a job's workers are.
+				a, out := s.start(t, "run", "--ttl", "3s", job, "--", "sh", "-c", "("+holdLock(lock, log, 30)+") & wait")
+				waitLine(t, log, time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
+				syscall.Kill(guardOf(t, a.Process.Pid), syscall.SIGKILL)
+				code := exitCode(t, a)
+				b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
+				if o := overlaps(log); len(o) > 0 || b.code != 0 {
+					t.Errorf("trial %d: the next run overlapped the killed guard's tree (exit %d): %v\n%s", i, b.code, o, b.stderr)
+				}
+				if code != baton.ExitInternal {
+					t.Errorf("trial %d: baton run exited %d after its guard was killed, want %d: %s", i, code, baton.ExitInternal, out)
+				}
+				if !strings.Contains(out.String(), "guard") {
+					t.Errorf("trial %d: baton run did not say its guard died: %s", i, out)
+				}
+			}()
+		}
+		wg.Wait()
+	})
+}
+
+// A daemon frozen alone past its jobs' TTL: its guards stop the commands
+// before the terms expire, the daemon that takes over finds the kernel locks
+// free, and the frozen daemon's runs are recorded lost-lease, all of them,
+// once it thaws.
+func TestFrozenDaemonCannotOverlap(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	dir := t.TempDir()
+	const jobs = 3
+	var b strings.Builder
+	b.WriteString("jobs:\n")
+	for i := range jobs {
+		fmt.Fprintf(&b, `  - name: frozen-%d
+    schedule: "* * * * * *"
+    command: %s
+    ttl: 3s
+    kill_after: 300ms
+    overlap: skip
+`, i, strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), filepath.Join(dir, fmt.Sprint(i, ".log")), 12)))
+	}
+	config := writeJobFile(t, b.String())
+	d1 := s.startDaemon(t, "d1", config)
+	for i := range jobs {
+		waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
+	}
+	d1.cmd.Process.Signal(syscall.SIGSTOP)
+	frozen := map[int]int64{} // job → the token the frozen daemon runs
+	for i := range jobs {
+		lines := waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(string) bool { return true })
+		tok, _ := strconv.ParseInt(strings.Fields(lines[len(lines)-1])[0], 10, 64)
+		frozen[i] = tok
+	}
+	d2 := s.startDaemon(t, "d2", config)
+	// Every job runs again, on d2, with a newer token, while d1 is frozen.
+	for i := range jobs {
+		waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(l string) bool {
+			f := strings.Fields(l)
+			tok, _ := strconv.ParseInt(f[0], 10, 64)
+			return tok > frozen[i]
+		})
+	}
+	d1.cmd.Process.Signal(syscall.SIGCONT)
+	d2.stop(t)
+	d1.stop(t)
+	for i := range jobs {
+		if o := overlaps(filepath.Join(dir, fmt.Sprint(i, ".log"))); len(o) > 0 {
+			t.Errorf("job frozen-%d: a run overlapped the frozen daemon's: %v", i, o)
+		}
+		for _, tk := range s.ticks(t, fmt.Sprintf("frozen-%d", i)) {
+			for _, at := range tk.AttemptList {
+				if at.Token == frozen[i] && at.Outcome != string(baton.OutcomeLostLease) {
+					t.Errorf("job frozen-%d: the frozen daemon's run (token %d) was recorded %s (%s), want lost-lease", i, at.Token, at.Outcome, at.Reason)
+				}
+			}
+		}
+	}
+}
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
