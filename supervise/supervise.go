@@ -5,10 +5,12 @@
 // Two processes of baton's share the work:
 //
 //	baton run (Supervisor)  holds the lease: renews it about every TTL/3,
-//	  │                     forwards signals, keeps the trust window
+//	  │                     forwards signals, keeps the trust window and
+//	  │                     sends each new deadline to the guard
 //	  └─ baton __guard      a child subreaper: every orphaned descendant of
 //	       │                the command becomes its child; it reaps them all,
-//	       │                applies the strays policy, and dies with baton
+//	       │                applies the strays policy, stops the tree when
+//	       │                the trust deadline passes, and dies with baton
 //	       │                (Pdeathsig), killing the whole tree as it goes
 //	       └─ COMMAND …     in its own process group, with BATON_* set
 //
@@ -22,6 +24,13 @@
 // s + TTL − kill-after − safety. At that instant the tree gets TERM, and KILL
 // kill-after later, so the command is gone before the store can expire the
 // term (which it judges from an instant no earlier than s) and grant it anew.
+//
+// The guard keeps the same deadline, which the supervisor sends it after
+// each renewal (on the boot clock, which both processes read alike), and
+// acts on it alone: a supervisor that is frozen or deadlocked cannot keep
+// the tree alive past its term. A guard that dies leaves the command's
+// children behind (the command itself dies with it); the supervisor then
+// kills them (see orphans.go) before it releases anything.
 package supervise
 
 import (
