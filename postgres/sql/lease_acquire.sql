@@ -1,9 +1,12 @@
 -- Insert the lease, or take over one that has expired by the database's clock,
 -- bumping the fencing token. No row comes back when the lease is held.
+-- A new row starts above the schema's floor, the highest token of any lease
+-- row deleted (0007_lease_token_floor), so tokens never go back.
 insert into @schema@.job_leases as l
   (job_key, lease_owner, lease_until, fencing_token,
    owner_host, owner_pid, owner_argv, owner_started_at, acquired_at, released_at)
-values ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', 1,
+values ($1, $2, clock_timestamp() + $3 * interval '1 millisecond',
+   (select f.fencing_token + 1 from @schema@.lease_token_floor f),
    $4, $5, $6, $7, clock_timestamp(), null)
 on conflict (job_key) do update
   set lease_owner = excluded.lease_owner,
