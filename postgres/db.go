@@ -101,6 +101,13 @@ func validSchema(s string) bool {
 	return true
 }
 
+// systemSchema reports whether s is reserved by PostgreSQL: names that
+// begin with pg_ cannot be created, and pg_catalog and information_schema
+// hold the system's own tables.
+func systemSchema(s string) bool {
+	return strings.HasPrefix(s, "pg_") || s == "information_schema"
+}
+
 // Open connects to PostgreSQL and, unless cfg.NoMigrate, brings the schema
 // up to date. The pool connects lazily, so an unreachable server shows up as
 // an EUNAVAILABLE error from Open's migration check or from the first query.
@@ -110,6 +117,9 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	}
 	if !validSchema(cfg.Schema) {
 		return nil, baton.Invalid("schema", "%q is not a plain lower-case identifier (a-z, 0-9, _; at most 63)", cfg.Schema)
+	}
+	if systemSchema(cfg.Schema) {
+		return nil, baton.Invalid("schema", "%q is PostgreSQL's own (pg_*, information_schema): choose a schema of baton's, such as %s", cfg.Schema, DefaultSchema)
 	}
 	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {
@@ -334,23 +344,31 @@ func (db *DB) translate(err error, what string) error {
 		return err
 	}
 	var pgErr *pgconn.PgError
+	var connErr *pgconn.ConnectError
 	if errors.As(err, &pgErr) {
+		msg := redactSecrets(err.Error(), db.secrets)
 		switch {
+		case errors.As(err, &connErr) && (pgErr.Code == "42704" || strings.HasPrefix(pgErr.Code, "22")):
+			// The server refused a setting the DSN asks for at connection
+			// (options=-c name=value, or a parameter): a bad input, named.
+			return baton.Invalid("db", "%s refused a setting of the DSN (options, or a startup parameter): %s", db.dsn, msg)
+		case strings.HasPrefix(pgErr.Code, "28"):
+			return baton.Wrap(baton.EUNAVAILABLE, refusal{msg}, "PostgreSQL at %s refused to log in (%s); check the user and password of the DSN (or PGPASSWORD, ~/.pgpass), that the role exists and may LOGIN, and the server's pg_hba.conf", db.dsn, what)
+		case pgErr.Code == "3D000":
+			return baton.Wrap(baton.EUNAVAILABLE, refusal{msg}, "PostgreSQL at %s has no such database (%s); create it (createdb NAME, or create database) or fix the database name in the DSN", db.dsn, what)
 		case pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter"):
 			// PgBouncer refuses startup parameters it does not know: a
 			// configuration to fix, not an outage to wait out.
 			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see the README, PostgreSQL connections)", db.dsn, pgErr.Message)
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
-			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03",
-			pgErr.Code == "3D000", strings.HasPrefix(pgErr.Code, "28"):
-			return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactSecrets(err.Error(), db.secrets)), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
+			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
 		case pgErr.Code == "23505":
 			return baton.Wrap(baton.ECONFLICT, err, "%s", what)
 		}
 		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 	}
 	var netErr net.Error
-	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, os.ErrDeadlineExceeded) ||
 		errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || isClosedConn(err) {
 		return baton.Wrap(baton.EUNAVAILABLE, errors.New(redactSecrets(err.Error(), db.secrets)), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
@@ -360,6 +378,18 @@ func (db *DB) translate(err error, what string) error {
 	}
 	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 }
+
+// refusal is PostgreSQL's refusal to let baton in that waiting will not
+// change: a login refused (SQLSTATE class 28) or a database that does not
+// exist (3D000). It stays EUNAVAILABLE, so a running daemon goes on
+// retrying (an operator may fix the role meanwhile), but a command that is
+// opening the store fails at once with the fix (see [Refused]).
+type refusal struct{ msg string }
+
+func (r refusal) Error() string { return r.msg }
+
+// Refused reports whether err is a refusal that waiting will not change.
+func Refused(err error) bool { return errors.As(err, new(refusal)) }
 
 func isClosedConn(err error) bool {
 	s := err.Error()

@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
@@ -73,5 +75,167 @@ func TestHelp(t *testing.T) {
 	}
 	if r := s.run(t); r.code != 64 || !strings.Contains(r.stdout, "Commands:") {
 		t.Errorf("bare baton: exit %d, stdout %q", r.code, r.stdout)
+	}
+}
+
+// storeCommands are the subcommands that open the store named by --db or
+// BATON_DB, each with arguments that are otherwise valid.
+func storeCommands(t *testing.T) [][]string {
+	jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+	return [][]string{
+		{"run", "job", "--", "true"},
+		{"leases"},
+		{"migrate"},
+		{"bench", "leases", "--duration", "1s"},
+		{"daemon", "--config", jobs},
+		{"jobs"},
+		{"status"},
+		{"runs"},
+		{"trigger", "job"},
+		{"pause", "job"},
+		{"resume", "job"},
+		{"backfill", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-02T00:00:00Z", "job"},
+		{"relay", "--sink", "noop:", "--until-idle"},
+		{"outbox", "status"},
+		{"outbox", "enqueue", "--topic", "t", `{"a":1}`},
+		{"doctor", "pg"},
+	}
+}
+
+// An empty store address (--db ”, or BATON_DB= set but empty, as an
+// unset variable in --db "$URL" gives) is a usage error naming the flag or
+// the variable: never a silent fall back to the local store, which would
+// let this host run jobs under its own lock beside the fleet.
+func TestEmptyStoreAddress(t *testing.T) {
+	t.Parallel()
+	for _, args := range storeCommands(t) {
+		for _, how := range []string{"flag", "variable"} {
+			dir := t.TempDir()
+			s := store{name: "local", env: []string{"BATON_LOCK_DIR=" + dir}}
+			run, want := args, "-db"
+			if how == "flag" {
+				run = append([]string{args[0], "--db", ""}, args[1:]...)
+			} else {
+				s.env = append(s.env, "BATON_DB=")
+				want = "BATON_DB"
+			}
+			r := s.run(t, run...)
+			if r.code != 64 || !strings.Contains(firstLine(r.stderr), want) {
+				t.Errorf("baton %q with an empty %s: exit %d, stderr %q; want 64 naming %s", run, how, r.code, r.stderr, want)
+			}
+			if ents, _ := os.ReadDir(dir); len(ents) > 0 {
+				t.Errorf("baton %q with an empty %s used the local store: %d entries in its lock directory", run, how, len(ents))
+			}
+		}
+	}
+}
+
+// Bad values of the store's flags are usage errors naming the flag, not
+// internal errors (70) and not values silently wrapped around.
+func TestStoreFlagBadInput(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	opts := "options=-c%20statement_timeout%3Dbogus"
+	for _, c := range []struct {
+		name string
+		args []string
+		want string // in the first line of stderr
+	}{
+		{"max conns past int32", []string{"leases", "--db-max-conns", "4294967296"}, "--db-max-conns"},
+		{"max conns huge", []string{"leases", "--db-max-conns", "1000000"}, "--db-max-conns"},
+		{"system schema pg_catalog", []string{"leases", "--schema", "pg_catalog"}, "schema"},
+		{"system schema pg_toast", []string{"leases", "--schema", "pg_toast"}, "schema"},
+		{"system schema information_schema", []string{"leases", "--schema", "information_schema"}, "schema"},
+		{"migrate into pg_catalog", []string{"migrate", "--schema", "pg_catalog"}, "schema"},
+		{"bad startup option", []string{"leases", "--db", asURL(t, s.dsn) + "&" + opts}, "db"},
+		{"unknown startup option", []string{"leases", "--db", asURL(t, s.dsn) + "&" + "options=-c%20no_such_setting%3D1"}, "db"},
+	} {
+		r := s.run(t, c.args...)
+		if r.code != 64 || !strings.Contains(firstLine(r.stderr), c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 64 naming %s", c.name, r.code, r.stderr, c.want)
+		}
+	}
+}
+
+// `baton version` takes no flags: an unknown one is a usage error.
+func TestVersionBadFlag(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	for _, args := range [][]string{{"version", "--zzz"}, {"version", "extra"}, {"--version", "--zzz"}} {
+		r := s.run(t, args...)
+		if r.code != 64 || !strings.Contains(r.stderr, "Usage") && !strings.Contains(r.stderr, "--help") {
+			t.Errorf("baton %q: exit %d, stdout %q, stderr %q; want 64 with usage", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	if r := s.run(t, "version"); r.code != 0 || !strings.HasPrefix(r.stdout, "baton ") {
+		t.Errorf("baton version: exit %d, %q", r.code, r.stdout)
+	}
+}
+
+// Refusals that waiting cannot change fail at once, with the fix, instead
+// of being retried for --db-wait: a role that may not log in (SQLSTATE
+// class 28), a database that does not exist (3D000), a lock directory this
+// user cannot write.
+func TestNotTransientFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	u, err := url.Parse(asURL(t, s.dsn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noRole, noDB := *u, *u
+	noRole.User = url.UserPassword("no_such_role", secret)
+	noDB.Path = "/no_such_database"
+	for _, c := range []struct {
+		name, dsn string
+		want      []string // in stderr
+	}{
+		{"unknown role", noRole.String(), []string{"no_such_role", "role"}},
+		{"missing database", noDB.String(), []string{"no_such_database", "createdb"}},
+	} {
+		r := s.run(t, "run", "--db", c.dsn, "--db-wait", "20s", "job", "--", "true")
+		if r.code != 69 || strings.Contains(r.stderr, "retrying") {
+			t.Errorf("%s: exit %d, stderr %q; want 69 at once, without retrying", c.name, r.code, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr %q lacks %q", c.name, r.stderr, w)
+			}
+		}
+		if strings.Contains(r.stderr, secret) {
+			t.Errorf("%s: password printed: %s", c.name, r.stderr)
+		}
+	}
+}
+
+// Tried as an ordinary user: a lock directory that does not exist, or
+// that this user cannot write, fails at once and says how to fix it.
+func TestLockDirFailsAtOnce(t *testing.T) {
+	needRoot(t)
+	t.Parallel()
+	home := userDir(t, 60004, 60004)
+	ro, err := os.MkdirTemp("", "baton-ro-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ro) })
+	os.Chmod(ro, 0o755) // root's: others may enter, not write
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"missing or unwritable host directory", []string{"HOME=" + home}, "--scope user"},
+		{"unwritable directory", []string{"HOME=" + home, "BATON_LOCK_DIR=" + ro}, "fix its owner"},
+	} {
+		r := runAs(t, 60004, 60004, c.env, "run", "--db-wait", "20s", "job", "--", "true")
+		if r.code != 69 || strings.Contains(r.stderr, "retrying") || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 69 at once, saying %q", c.name, r.code, r.stderr, c.want)
+		}
 	}
 }

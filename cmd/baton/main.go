@@ -22,7 +22,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(Main(ctx, os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+	os.Exit(Main(ctx, os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, LookupEnv: os.LookupEnv}))
 }
 
 // Env is what a subcommand may touch of the outside world.
@@ -31,9 +31,20 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// LookupEnv tells a variable set but empty from one unset; Getenv's
+	// answer (set when not empty) stands in when it is nil.
+	LookupEnv func(string) (string, bool)
 	// Started is when this baton process started, recorded as the holder's
 	// start time so that a reused pid is not mistaken for the holder.
 	Started time.Time
+}
+
+func (e *Env) lookupEnv(name string) (string, bool) {
+	if e.LookupEnv != nil {
+		return e.LookupEnv(name)
+	}
+	v := e.Getenv(name)
+	return v, v != ""
 }
 
 // Command is one subcommand.
@@ -86,6 +97,14 @@ func Main(ctx context.Context, args []string, env *Env) int {
 		return baton.ExitOK
 	}
 	if args[0] == "version" || args[0] == "--version" {
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help") {
+			fmt.Fprintln(env.Stdout, "Usage: baton version\n\nPrints baton's version.")
+			return baton.ExitOK
+		}
+		if len(args) > 1 {
+			fmt.Fprintf(env.Stderr, "baton version: takes no flags or arguments, got %q\nUsage: baton version\n", args[1:])
+			return baton.ExitUsage
+		}
 		fmt.Fprintln(env.Stdout, "baton", Version)
 		return baton.ExitOK
 	}

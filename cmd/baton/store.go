@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -31,7 +32,7 @@ type storeFlags struct {
 }
 
 func (f *storeFlags) register(fs *flagSet) {
-	fs.StringVar(&f.db, "db", "", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else the local store")
+	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")
 	fs.StringVar(&f.schema, "schema", "", "PostgreSQL schema holding baton's tables (default $BATON_SCHEMA, else "+postgres.DefaultSchema+")")
 	fs.StringVar(&f.lockDir, "lock-dir", "", "local store: directory of lock files (default $BATON_LOCK_DIR, else "+flock.HostDir+" for host scope, $XDG_STATE_HOME/baton/locks for user scope)")
 	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
@@ -39,6 +40,52 @@ func (f *storeFlags) register(fs *flagSet) {
 	fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
 	durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69")
 }
+
+// dbFlag is --db. An empty value is refused: it would silently mean the
+// local store, and so let this host run jobs under its own lock beside the
+// fleet (an unset variable in --db "$URL" gives one).
+type dbFlag struct{ p *string }
+
+func (v dbFlag) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v dbFlag) Set(s string) error {
+	if strings.TrimSpace(s) == "" {
+		return errors.New("empty: name a PostgreSQL URL (is the variable in --db \"$URL\" unset?), or leave --db out for the local store")
+	}
+	*v.p = s
+	return nil
+}
+
+// maxDBConns bounds --db-max-conns: PostgreSQL serves no more connections
+// than this (MAX_BACKENDS), and a larger int would not fit pgx's int32.
+const maxDBConns = 262143
+
+// dsn is the store's address: --db, else BATON_DB, else "" for the local
+// store. field names where it came from, for errors. A BATON_DB that is set
+// but empty is refused, as an empty --db is.
+func (f *storeFlags) dsn(env *Env) (dsn, field string, err error) {
+	if f.db != "" {
+		return f.db, "--db", nil
+	}
+	v, set := env.lookupEnv("BATON_DB")
+	if set && strings.TrimSpace(v) == "" {
+		return "", "BATON_DB", baton.Invalid("BATON_DB", "is set but empty: name a PostgreSQL URL, or unset it (unset BATON_DB) for the local store")
+	}
+	return v, "BATON_DB", nil
+}
+
+// notTransient marks an unavailable store that waiting will not mend: a
+// lock directory that is missing or that this user cannot write, a login
+// that PostgreSQL refuses, a database that does not exist. retryUnavailable
+// returns it at once; its message says how to fix it.
+type notTransient struct{ error }
+
+func (e notTransient) Unwrap() error { return e.error }
 
 // store is an open store and what closes it.
 type store struct {
@@ -100,7 +147,7 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 	told := false
 	for {
 		err := try()
-		if err == nil || baton.ErrorCode(err) != baton.EUNAVAILABLE || time.Now().After(deadline) {
+		if err == nil || baton.ErrorCode(err) != baton.EUNAVAILABLE || errors.As(err, new(notTransient)) || time.Now().After(deadline) {
 			if err == nil && told {
 				fmt.Fprintf(env.Stderr, "baton: the store answers again\n")
 			}
@@ -122,16 +169,16 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 }
 
 func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, migrate bool) (*store, error) {
-	dsn := f.db
-	if dsn == "" {
-		dsn = env.Getenv("BATON_DB")
+	dsn, field, err := f.dsn(env)
+	if err != nil {
+		return nil, err
 	}
-	if f.maxConns < 1 {
-		return nil, baton.Invalid("--db-max-conns", "must be at least 1, got %d", f.maxConns)
+	if f.maxConns < 1 || f.maxConns > maxDBConns {
+		return nil, baton.Invalid("--db-max-conns", "must be in 1..%d, got %d", maxDBConns, f.maxConns)
 	}
 	if dsn != "" {
 		if !postgres.IsDSN(dsn) {
-			return nil, baton.Invalid("--db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…, or leave --db and BATON_DB unset for the local store", postgres.RedactDSN(dsn))
+			return nil, baton.Invalid(field, "%q is not a PostgreSQL URL: want postgres://… or postgresql://…, or leave --db and BATON_DB unset for the local store", postgres.RedactDSN(dsn))
 		}
 		schema := f.schema
 		if schema == "" {
@@ -142,6 +189,9 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 			DSN: dsn, Schema: schema, MaxConns: int32(f.maxConns),
 			Application: "baton/" + command + "/" + host, NoMigrate: !migrate,
 		})
+		if postgres.Refused(err) {
+			return nil, notTransient{err}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -153,7 +203,8 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 	}
 	l, err := flock.Open(dir, scope, explicit)
 	if err != nil {
-		return nil, err
+		// A missing or unwritable directory, with the fix: no wait mends it.
+		return nil, notTransient{err}
 	}
 	return &store{leaser: l, lockDir: dir, close: func() {}}, nil
 }
