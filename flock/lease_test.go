@@ -315,3 +315,37 @@ func TestDamagedFenceFileRefused(t *testing.T) {
 		})
 	}
 }
+
+// A holder whose lock file was removed makes the new one at its next
+// renewal: it appears holding the holder's record, and tokens go on from it.
+func TestRenewRemakesRemovedLockFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		term := leasetest.MustAcquire(t, l, "job", time.Minute)
+		l.Release(ctx, term)
+	}
+	term := leasetest.MustAcquire(t, l, "job", time.Minute)
+	path := filepath.Join(dir, "job.lock")
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Renew(ctx, term); err != nil {
+		t.Fatalf("renew: %v", err)
+	}
+	b, err := os.ReadFile(path)
+	var rec struct{ Token int64 }
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Token != term.Token {
+		t.Fatalf("lock file remade by renew holds %q (%v), want token %d", b, err, term.Token)
+	}
+	if err := l.Release(ctx, term); err != nil {
+		t.Fatal(err)
+	}
+	if next := leasetest.MustAcquire(t, l, "job", time.Minute); next.Token != term.Token+1 {
+		t.Fatalf("token after the remade file = %d, want %d", next.Token, term.Token+1)
+	}
+}
