@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // A real process whose command name holds ") (": its ppid and start time
@@ -253,4 +254,39 @@ func writeTemp(t *testing.T, dir, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// On a file system without RENAME_NOREPLACE, a new lock file is linked at
+// its path instead: it still appears there locked and holding its record,
+// and no temporary name is left behind.
+func TestNewLockFileLinkedWithoutRenameNoReplace(t *testing.T) {
+	stub(t, &renameNoReplace, func(string, string) error { return unix.EINVAL })
+	dir := t.TempDir()
+	l, err := Open(dir, ScopeHost, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	g, err := l.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o1"})
+	if err != nil || g.Busy() || g.Term.Token != 1 {
+		t.Fatalf("acquire: %+v, %v; want token 1", g, err)
+	}
+	f, err := os.Open(filepath.Join(dir, "job.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := readState(f)
+	f.Close()
+	if err != nil || st.Token != 1 || st.Owner != "o1" {
+		t.Fatalf("linked lock file holds %+v (%v), want token 1 of o1", st, err)
+	}
+	if g2, err := l.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o2"}); err != nil || !g2.Busy() {
+		t.Fatalf("second acquire: %+v, %v; want busy", g2, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("lock directory holds %v, want job.lock only", entries)
+	}
+	if err := l.Release(ctx, g.Term); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -430,7 +430,7 @@ func (l *Leaser) createLockFile(path string, initial state) (*os.File, error) {
 	}
 	// A rename keeps the descriptor's name in /proc at the path, where
 	// baton leases and the check for removed files look for it.
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE)
+	err = renameNoReplace(tmp, path)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 		// No RENAME_NOREPLACE on this file system: a link never replaces
 		// either; /proc then names the descriptor by its temporary name.
@@ -451,6 +451,12 @@ func (l *Leaser) createLockFile(path string, initial state) (*os.File, error) {
 		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", filepath.Dir(path))
 	}
 	return f, nil
+}
+
+// renameNoReplace is rename(2) that fails with EEXIST rather than replace;
+// a variable so that a test can take the fallback of a file system without it.
+var renameNoReplace = func(from, to string) error {
+	return unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
 }
 
 func syncDir(dir string) error {
