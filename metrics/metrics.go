@@ -92,7 +92,7 @@ func New() *Metrics {
 		}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "ticks_skipped_total",
-			Help: "Ticks that ended without a run, by reason: overlap, queue_full, replace_failed (outcome skipped-overlap); missed, job_removed (outcome skipped-missed).",
+			Help: "Ticks that ended without a run, by reason: overlap, queue_full, replace_failed (outcome skipped-overlap); missed (no daemon ran), behind (daemons ran but fell behind), overtaken (a later tick started first), job_removed (outcome skipped-missed).",
 		}, []string{"job", "reason"}),
 		leaseAcquired: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "lease_acquisitions_total",

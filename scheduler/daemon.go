@@ -264,7 +264,10 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 		return false, nil
 	}
 	limit := min(free, 100)
-	open, err := d.Store.ClaimOpen(ctx, d.ID, d.ClaimTTL, limit)
+	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.ClaimTTL, limit)
+	for job, n := range overtaken {
+		d.observer().TicksSkipped(job, SkipOvertaken, n)
+	}
 	for _, c := range open {
 		d.start(ctx, c)
 	}
@@ -279,8 +282,8 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	for job, n := range missed {
-		d.observer().TicksSkipped(job, SkipMissed, n)
+	for k, n := range missed {
+		d.observer().TicksSkipped(k.job, k.reason, n)
 	}
 	// A job's ticks of one claim run one after the other, in order: they
 	// are catch-up ticks and the tick that is due now.

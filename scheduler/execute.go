@@ -90,7 +90,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 				d.observer().RunEnded(j.Name, baton.OutcomeLostLease, -1)
 			}
 		}
-		attempt, ok, err := d.Store.StartAttempt(bg, c.Tick, prev, d.ID, d.Host, term)
+		attempt, ok, err := d.startAttempt(bg, c, prev, attempts, term, log)
 		if err != nil {
 			log.Error("cannot record the attempt's start; not running it yet", "err", err)
 			d.release(term, log)

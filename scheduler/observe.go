@@ -65,16 +65,25 @@ const (
 	// SkipReplaceFailed: overlap replace, and the running tree could not be
 	// stopped (or not in time). Outcome skipped-overlap.
 	SkipReplaceFailed SkipReason = "replace_failed"
-	// SkipMissed: the tick was late and the catch-up policy did not run it
-	// (the daemons were down, or busy). Outcome skipped-missed.
+	// SkipMissed: the tick fell due while no daemon ran, and the catch-up
+	// policy did not run it. Outcome skipped-missed.
 	SkipMissed SkipReason = "missed"
+	// SkipBehind: the tick fell due while a daemon ran, but the daemons
+	// claimed it late (busy, paused, cut off from the store), and the
+	// catch-up policy did not run it. Outcome skipped-missed.
+	SkipBehind SkipReason = "behind"
+	// SkipOvertaken: the tick's daemon stopped renewing its claim before it
+	// ran it, and by the time another took it over a later tick of the job
+	// had started: a job's scheduled ticks start in tick order, so it is
+	// not run. Outcome skipped-missed.
+	SkipOvertaken SkipReason = "overtaken"
 	// SkipJobRemoved: the job was removed from the store before its claimed
 	// tick ran. Outcome skipped-missed.
 	SkipJobRemoved SkipReason = "job_removed"
 )
 
 // SkipReasons lists every SkipReason.
-var SkipReasons = []SkipReason{SkipOverlap, SkipQueueFull, SkipReplaceFailed, SkipMissed, SkipJobRemoved}
+var SkipReasons = []SkipReason{SkipOverlap, SkipQueueFull, SkipReplaceFailed, SkipMissed, SkipBehind, SkipOvertaken, SkipJobRemoved}
 
 // NopObserver observes nothing. Embed it to implement part of Observer.
 type NopObserver struct{}

@@ -60,8 +60,28 @@ func (c *Compiled) Location() *time.Location { return c.loc }
 // Planned is one due tick and whether it runs.
 type Planned struct {
 	At     time.Time
-	Run    bool   // false: recorded as skipped-missed
-	Reason string // why it is not run
+	Run    bool       // false: recorded as skipped-missed
+	Reason string     // why it is not run
+	Skip   SkipReason // … as a label: SkipMissed or SkipBehind
+}
+
+// Uptime is when daemons ran, as the store knows it: each registered
+// daemon from its start to when it was last seen (the claiming daemon: to
+// now). A daemon is one process, so it ran all along in between, though it
+// may have been busy, paused or cut off from the store.
+type Uptime []Span
+
+// Span is one daemon's run.
+type Span struct{ From, To time.Time }
+
+// Covers says whether a daemon ran at t.
+func (u Uptime) Covers(t time.Time) bool {
+	for _, s := range u {
+		if !t.Before(s.From) && !t.After(s.To) {
+			return true
+		}
+	}
+	return false
 }
 
 // Plan lists a job's ticks that are due at now, starting with next (its
@@ -72,11 +92,13 @@ type Planned struct {
 //   - latest runs the latest due tick if Window is 0 or it is at most Window late;
 //   - all runs every due tick that is at most Window late.
 //
-// The others are missed. It returns the job's new next tick (after the
-// last listed one; zero when the schedule has no more instants). When more
-// than max ticks are due, the listed ones are not the latest, and only
-// "all" may run some of them; the rest come in the next claim.
-func Plan(j baton.Job, c *Compiled, next, now time.Time, max int) ([]Planned, time.Time) {
+// The others are missed: while no daemon ran, or (up covers their instant)
+// while daemons ran but fell behind. It returns the job's new next tick
+// (after the last listed one; zero when the schedule has no more
+// instants). When more than max ticks are due, the listed ones are not the
+// latest, and only "all" may run some of them; the rest come in the next
+// claim.
+func Plan(j baton.Job, c *Compiled, next, now time.Time, max int, up Uptime) ([]Planned, time.Time) {
 	j = j.WithDefaults()
 	var out []Planned
 	t := next
@@ -97,13 +119,20 @@ func Plan(j baton.Job, c *Compiled, next, now time.Time, max int) ([]Planned, ti
 		default: // skip, latest
 			p.Run = latest && inWindow
 		}
-		if !p.Run {
-			switch {
-			case !inWindow:
-				p.Reason = fmt.Sprintf("missed by %s, more than the catch-up window %s (catchup %s)", late.Round(time.Millisecond), window, j.Catchup.Policy)
-			default:
-				p.Reason = fmt.Sprintf("missed: a later tick was due (catchup %s runs only the latest)", j.Catchup.Policy)
-			}
+		if p.Run {
+			continue
+		}
+		why := "no daemon was running when it fell due"
+		p.Skip = SkipMissed
+		if up.Covers(p.At) {
+			why = fmt.Sprintf("the daemons fell behind: one was running when it fell due, but none claimed it until %s later (busy, paused or cut off from the store)", late.Round(time.Millisecond))
+			p.Skip = SkipBehind
+		}
+		switch {
+		case !inWindow:
+			p.Reason = fmt.Sprintf("missed by %s, more than the catch-up window %s (catchup %s): %s", late.Round(time.Millisecond), window, j.Catchup.Policy, why)
+		default:
+			p.Reason = fmt.Sprintf("missed: %s, and a later tick was due (catchup %s runs only the latest)", why, j.Catchup.Policy)
 		}
 	}
 	return out, t

@@ -37,7 +37,7 @@ func TestPlanCatchup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			planned, next := scheduler.Plan(j, cj, c.next, c.now, 1000)
+			planned, next := scheduler.Plan(j, cj, c.next, c.now, 1000, nil)
 			var run, missed []int
 			for _, p := range planned {
 				m := int(p.At.Sub(t0) / time.Minute)
@@ -67,13 +67,48 @@ func TestPlanCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	planned, next := scheduler.Plan(j, cj, t0, t0.Add(time.Hour), 100)
+	planned, next := scheduler.Plan(j, cj, t0, t0.Add(time.Hour), 100, nil)
 	if len(planned) != 100 || !next.Equal(t0.Add(100*time.Second)) {
 		t.Fatalf("%d planned, next %s", len(planned), next)
 	}
 	for _, p := range planned {
 		if p.Run {
 			t.Errorf("%s runs, though later ticks are due", p.At)
+		}
+	}
+}
+
+// A missed tick's reason says whether a daemon was running when it fell
+// due (the daemons fell behind) or none was; so does its label.
+func TestPlanSaysWhyTicksWereMissed(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	up := scheduler.Uptime{{From: sec(2).Add(-time.Millisecond), To: sec(4)}, {From: sec(7), To: sec(9)}}
+	for _, c := range []struct {
+		catchup baton.Catchup
+		now     time.Time
+	}{
+		{baton.Catchup{Policy: baton.CatchupLatest}, sec(10)},
+		{baton.Catchup{Policy: baton.CatchupSkip, Window: baton.Duration(time.Second)}, sec(30)},
+	} {
+		j := baton.Job{Name: "j", Schedule: "* * * * * *", Command: []string{"true"}, Catchup: c.catchup}
+		cj, err := scheduler.Compile(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		planned, _ := scheduler.Plan(j, cj, sec(0), c.now, 1000, up)
+		for _, p := range planned {
+			if p.Run {
+				continue
+			}
+			n := int(p.At.Sub(t0) / time.Second)
+			behind := (n >= 2 && n <= 4) || (n >= 7 && n <= 9)
+			switch {
+			case behind && (p.Skip != scheduler.SkipBehind || !strings.Contains(p.Reason, "fell behind")):
+				t.Errorf("%s: second %d, while a daemon ran: %s %q", c.catchup.Policy, n, p.Skip, p.Reason)
+			case !behind && (p.Skip != scheduler.SkipMissed || !strings.Contains(p.Reason, "no daemon was running")):
+				t.Errorf("%s: second %d, while none ran: %s %q", c.catchup.Policy, n, p.Skip, p.Reason)
+			}
 		}
 	}
 }

@@ -277,13 +277,19 @@ func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Durat
 	return out, err
 }
 
-// claimDue is ClaimDue that also counts, by job, the ticks it recorded
+// skipKey counts skipped ticks by job and reason, for the daemon's Observer.
+type skipKey struct {
+	job    string
+	reason SkipReason
+}
+
+// claimDue is ClaimDue that also counts the ticks it recorded
 // skipped-missed (for the daemon's Observer).
-func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
 	var out []Claim
-	var missed map[string]int
+	var missed map[skipKey]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out, missed = out[:0], map[string]int{}
+		out, missed = out[:0], map[skipKey]int{}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -317,12 +323,19 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		var up Uptime
+		if len(jobs) > 0 {
+			oldest := jobs[0].next // claim_jobs orders them by next tick
+			if up, err = s.uptime(ctx, tx, daemon, oldest, now); err != nil {
+				return err
+			}
+		}
 		for _, d := range jobs {
 			c, err := Compile(d.job)
 			if err != nil { // stored definitions were valid when written
 				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
 			}
-			planned, next := Plan(d.job, c, d.next, now, maxTicksPerClaim)
+			planned, next := Plan(d.job, c, d.next, now, maxTicksPerClaim, up)
 			last := -1
 			for i, p := range planned {
 				if p.Run {
@@ -343,7 +356,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 				if n, _ := res.RowsAffected(); n == 1 && p.Run {
 					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job, CatchUp: i < last})
 				} else if n == 1 {
-					missed[tick.Job]++
+					missed[skipKey{tick.Job, p.Skip}]++
 				}
 			}
 			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {
@@ -358,6 +371,29 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 	return out, missed, err
 }
 
+// uptime is when daemons ran since after (see Uptime): the claiming daemon
+// runs until now, whenever it was last seen.
+func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, after, now time.Time) (Uptime, error) {
+	rows, err := tx.QueryContext(ctx, s.query("uptime"), s.ts(after), daemon)
+	if err != nil {
+		return nil, s.translate(err, "reading when daemons ran")
+	}
+	defer rows.Close()
+	var up Uptime
+	for rows.Next() {
+		var id string
+		var from, to dbTime
+		if err := rows.Scan(&id, &from, &to); err != nil {
+			return nil, s.translate(err, "reading when daemons ran")
+		}
+		if id == daemon {
+			to.Time = now
+		}
+		up = append(up, Span{From: from.Time, To: to.Time})
+	}
+	return up, s.translate(rows.Err(), "reading when daemons ran")
+}
+
 // SetNextTick sets every job's next tick to at: benchmarks use it to make
 // all jobs due at once.
 func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
@@ -367,15 +403,27 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 
 // ClaimOpen claims up to limit open ticks that nobody holds: triggered and
 // backfilled ticks, retries whose backoff has passed, and ticks whose
-// daemon stopped renewing its claims.
+// daemon stopped renewing its claims. A scheduled tick that never started
+// and that a later tick of its job has overtaken (started first) is not
+// returned: it is recorded skipped-missed, since a job's scheduled ticks
+// start in tick order.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, err := s.claimOpen(ctx, daemon, claimTTL, limit)
+	return out, err
+}
+
+// claimOpen is ClaimOpen that also counts, by job, the overtaken ticks it
+// recorded (for the daemon's Observer).
+func (s *Store) claimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
+	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+		out, overtaken = out[:0], map[string]int{}
 		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
+		var claimed []Claim
 		for rows.Next() {
 			var c Claim
 			var at dbTime
@@ -384,16 +432,36 @@ func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 				return s.translate(err, "claiming open ticks")
 			}
 			c.At = at.Time
-			out = append(out, c)
+			claimed = append(claimed, c)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
+		for _, c := range claimed {
+			if c.Kind == baton.TickScheduled && c.Attempts == 0 {
+				later, err := s.laterStart(ctx, tx, c.Tick)
+				if err != nil {
+					return err
+				}
+				if !later.IsZero() {
+					res, err := tx.ExecContext(ctx, s.query("finish_tick"), c.Tick.Job, s.ts(c.At), c.RunID,
+						baton.TickDone, string(baton.OutcomeSkippedMissed), OvertakenReason(later, true), nil, "", 0)
+					if err != nil {
+						return s.translate(err, "recording the outcome of "+c.IdempotencyKey())
+					}
+					if n, _ := res.RowsAffected(); n == 1 {
+						overtaken[c.Tick.Job]++
+					}
+					continue
+				}
+			}
+			out = append(out, c)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Definitions are read after the claim commits: a claimed tick is this
 	// daemon's until its claim lapses, and a job that is gone is dealt with
@@ -404,12 +472,45 @@ func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 		case baton.ErrorCode(err) == baton.ENOTFOUND:
 			out[i].Job = baton.Job{}
 		case err != nil:
-			return out, err
+			return out, overtaken, err
 		default:
 			out[i].Job = dj.Job
 		}
 	}
-	return out, nil
+	return out, overtaken, nil
+}
+
+// laterStart is the first tick of t's job and kind after t that has
+// started an attempt; zero if none has.
+func (s *Store) laterStart(ctx context.Context, q querier, t baton.Tick) (time.Time, error) {
+	var at dbTime
+	err := q.QueryRowContext(ctx, s.query("later_start"), t.Job, s.ts(t.At), t.Kind).Scan(&at)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, s.translate(err, "reading the later ticks of "+t.Job)
+	}
+	return at.Time, nil
+}
+
+// Overtaken is why StartAttemptInOrder refuses a tick: a later scheduled
+// tick of its job, Later, has started.
+type Overtaken struct{ Later time.Time }
+
+func (e *Overtaken) Error() string {
+	return "a later tick (" + baton.FormatTick(e.Later) + ") has started"
+}
+
+// OvertakenReason is the recorded reason of a scheduled tick that was not
+// run because the later tick at later started first. reclaimed says its
+// first daemon stopped renewing its claim before running it.
+func OvertakenReason(later time.Time, reclaimed bool) string {
+	r := "not run: a later tick (" + baton.FormatTick(later) + ") started first, and a job's scheduled ticks start in tick order"
+	if reclaimed {
+		r += "; the daemon that claimed it let the claim go (it stopped, died, froze or was cut off) before running it"
+	}
+	return r
 }
 
 // RenewClaims extends every open tick daemon has claimed.
@@ -429,8 +530,35 @@ func (s *Store) ReleaseClaim(ctx context.Context, t baton.Tick, daemon string) e
 // daemons that both hold the tick, one starts). It returns the attempt's
 // number, and false when another attempt or an outcome came first.
 func (s *Store) StartAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term) (int, bool, error) {
+	return s.startAttempt(ctx, t, prevRunID, daemon, host, term, false)
+}
+
+// StartAttemptInOrder is StartAttempt that keeps a job's scheduled ticks
+// starting in tick order: it refuses, with an *Overtaken error, a
+// scheduled tick when a later scheduled tick of the job has started (the
+// job's row lock orders two daemons starting ticks of one job at once).
+// Manual and backfilled ticks are outside the schedule's order, and a
+// daemon's own retries of a tick it runs are not first starts: both go
+// through StartAttempt.
+func (s *Store) StartAttemptInOrder(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term) (int, bool, error) {
+	return s.startAttempt(ctx, t, prevRunID, daemon, host, term, t.Kind == baton.TickScheduled)
+}
+
+func (s *Store) startAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, bool, error) {
 	var attempt int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if inOrder {
+			if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return s.translate(err, "locking job "+t.Job)
+			}
+			later, err := s.laterStart(ctx, tx, t)
+			if err != nil {
+				return err
+			}
+			if !later.IsZero() {
+				return &Overtaken{Later: later}
+			}
+		}
 		err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
 			term.Owner, host, term.Token).Scan(&attempt)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -1,0 +1,221 @@
+package scheduler_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
+	"github.com/google/uuid"
+)
+
+// Invariant 5: a job's scheduled ticks start in tick order. A daemon
+// claims a tick and dies without running it (started: after its attempt
+// began); later ticks run on another daemon; then the dead daemon's claim
+// lapses and the live daemon takes the old tick over. It must record it,
+// never run it: running it would start tick :09 after tick :40.
+func TestTakenOverTickNeverRunsAfterALaterTick(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		name := "claimed"
+		if started {
+			name = "started"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			stores(t, func(t *testing.T, e env) {
+				takeOverOldTick(t, e, started)
+			})
+		})
+	}
+}
+
+func takeOverOldTick(t *testing.T, e env, started bool) {
+	ctx := context.Background()
+	runs := filepath.Join(t.TempDir(), "runs")
+	j := job("ordered", "* * * * * *", `echo "$BATON_TICK $BATON_FENCING_TOKEN" >> `+runs)
+	j.Retries = baton.Retries{Count: 1, Backoff: baton.Duration(10 * time.Millisecond)}
+	if _, err := e.store.Publish(ctx, []baton.Job{j}, "test", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The dead daemon's claim: held for an hour, so nothing takes it over
+	// until the test lets it lapse.
+	var old scheduler.Claim
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		claims, err := e.store.ClaimDue(ctx, "dead", time.Hour, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(claims) > 0 {
+			old = claims[len(claims)-1]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tick fell due")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if started {
+		// It began an attempt under a term of the job's lease, then died
+		// (which frees a flock lease; a PostgreSQL lease it would have left
+		// to expire).
+		l := e.leaser(t)
+		g, err := l.Acquire(ctx, baton.AcquireRequest{Job: j.Name, TTL: j.TTL.D(), Owner: uuid.NewString(),
+			Host: "dead", PID: os.Getpid(), StartedAt: time.Now()})
+		if err != nil || g.Busy() {
+			t.Fatalf("acquire: %v %+v", err, g)
+		}
+		if _, ok, err := e.store.StartAttempt(ctx, old.Tick, "", "dead", "dead", g.Term); err != nil || !ok {
+			t.Fatalf("start: %v %v", ok, err)
+		}
+		if err := l.Release(ctx, g.Term); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	startDaemon(t, e, "live", []baton.Job{j}, nil)
+	// Wait until a later tick has run (the old one is still claimed).
+	for deadline := time.Now().Add(20 * time.Second); len(readRuns(t, runs)) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no later tick ran: %s", describe(ticksOf(t, e, j.Name)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The dead daemon's claim lapses: the live daemon takes the tick over.
+	if err := e.store.RenewClaims(ctx, "dead", 0); err != nil {
+		t.Fatal(err)
+	}
+	var got baton.TickRecord
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ticks := ticksOf(t, e, j.Name)
+		i := slices.IndexFunc(ticks, func(tr baton.TickRecord) bool { return tr.At.Equal(old.At) })
+		if i >= 0 && ticks[i].State == baton.TickDone {
+			got = ticks[i]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old tick did not end: %s", describe(ticksOf(t, e, j.Name)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	var prev time.Time
+	for _, r := range readRuns(t, runs) {
+		at, err := time.Parse(time.RFC3339Nano, r[0])
+		if err != nil {
+			t.Fatalf("BATON_TICK %q: %v", r[0], err)
+		}
+		if at.Equal(old.At) {
+			t.Errorf("the taken-over tick %s ran (token %s) after later ticks had started", r[0], r[1])
+		}
+		if !at.After(prev) {
+			t.Errorf("tick %s started after tick %s", r[0], baton.FormatTick(prev))
+		}
+		prev = at
+	}
+	want := baton.OutcomeSkippedMissed
+	if started {
+		want = baton.OutcomeLostLease
+	}
+	if got.Outcome != want || !strings.Contains(got.Reason, "later tick") {
+		t.Errorf("the taken-over tick ended %s (%s); want %s with a reason naming the later tick", got.Outcome, got.Reason, want)
+	}
+}
+
+// readRuns returns the lines a job's command appended, split in fields.
+func readRuns(t *testing.T, path string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if f := strings.Fields(line); len(f) == 2 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func ticksOf(t *testing.T, e env, job string) []baton.TickRecord {
+	t.Helper()
+	ticks, err := e.store.Ticks(context.Background(), job, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ticks
+}
+
+// Ticks missed while a daemon was running are not "missed while no daemon
+// ran": the claim says the daemons fell behind (busy, frozen, cut off from
+// the store), and ticks from before any running daemon started say that
+// no daemon ran.
+func TestMissedTicksSayWhyTheyWereMissed(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		j := job("behind", "* * * * * *", "true")
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Register(ctx, scheduler.DaemonInfo{ID: "alive", Host: "h", PID: 1, Config: "x"}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := e.store.Daemons(ctx, time.Minute)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("daemons %v %v", ds, err)
+		}
+		since := ds[0].Started
+		// Ticks from 3 s before the daemon started until 3 s after.
+		if err := e.store.SetNextTick(ctx, since.Truncate(time.Second).Add(-3*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			now, err := e.store.Now(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now.After(since.Add(3 * time.Second)) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if err := e.store.RenewClaims(ctx, "alive", time.Minute); err != nil { // a heartbeat
+			t.Fatal(err)
+		}
+		if _, err := e.store.Touch(ctx, "alive"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.store.ClaimDue(ctx, "alive", time.Minute, 10); err != nil {
+			t.Fatal(err)
+		}
+		var before, after int
+		for _, tr := range ticksOf(t, e, j.Name) {
+			if tr.Outcome != baton.OutcomeSkippedMissed {
+				continue
+			}
+			if tr.At.Before(since) {
+				before++
+				if !strings.Contains(tr.Reason, "no daemon was running") {
+					t.Errorf("tick %s, before any daemon ran: reason %q", baton.FormatTick(tr.At), tr.Reason)
+				}
+			} else {
+				after++
+				if !strings.Contains(tr.Reason, "fell behind") {
+					t.Errorf("tick %s, while a daemon ran: reason %q", baton.FormatTick(tr.At), tr.Reason)
+				}
+			}
+		}
+		if before < 2 || after < 2 {
+			t.Errorf("%d ticks missed before the daemon started, %d after:%s", before, after, describe(ticksOf(t, e, j.Name)))
+		}
+	})
+}
