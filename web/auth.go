@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -259,10 +260,24 @@ func (s *Server) checkCSRF(w http.ResponseWriter, r *http.Request, a auth) bool 
 }
 
 // localPath returns p if it is a path on this server, else def: a
-// redirect after sign-in must not lead elsewhere.
+// redirect after sign-in or an action must not lead elsewhere. A browser
+// reads the Location with the WHATWG URL parser, which drops TAB, CR and
+// LF anywhere, trims other control characters and spaces, and reads a
+// backslash as a slash: "/<TAB>/evil.example" and "/\evil.example" are
+// both "//evil.example", another host. So p must begin with one slash,
+// not two, and hold no control character and no backslash at all; what
+// is left is a path (with its query) that every parser keeps on this
+// origin.
 func localPath(p, def string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") ||
-		strings.ContainsAny(p, "\r\n") {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') {
+		return def
+	}
+	for _, c := range []byte(p) {
+		if c < 0x20 || c == 0x7f {
+			return def
+		}
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return def
 	}
 	return p

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -648,4 +650,72 @@ func TestOutboxPanel(t *testing.T) {
 	if page := do(t, client(nil), "GET", noOutbox+"/", nil, html); strings.Contains(page.body, `href="/outbox"`) {
 		t.Error("the overview links an outbox the server does not have")
 	}
+}
+
+// The page a browser goes to after sign-in (next) or after an action
+// (back) stays on this server as a WHATWG URL parser reads it: a browser
+// drops TAB, CR and LF anywhere and reads a backslash as a slash, so
+// "/<TAB>/evil.example" is "//evil.example", another host. Such values,
+// and any other control character, fall back to the default page.
+func TestRedirectStaysLocal(t *testing.T) {
+	f := newFixture(t)
+	base, _ := f.serve(t, web.Config{Token: testToken})
+	bad := []string{
+		"/\t/evil.example", "/\n/evil.example", "/\r/evil.example", "/\r\n/evil.example",
+		"\t//evil.example", "/\t\t/evil.example/x", "//evil.example", "///evil.example",
+		"/\\evil.example", "\\/evil.example", "\\\\evil.example", "/jobs\\..\\x",
+		"https://evil.example/", "http:/evil.example", "javascript:alert(1)",
+		"/x\x00", "/x\x1b", "/x\x7f", " /x", "",
+	}
+	good := []string{"/", "/jobs/ok", "/runs?job=ok&limit=5", "/%09/evil.example", "/jobs/a%2Fb"}
+	nextField := regexp.MustCompile(`name="next" value="([^"]*)"`)
+	for _, next := range append(bad, good...) {
+		want := "/"
+		if slices.Contains(good, next) {
+			want = next
+		}
+		jar, _ := cookiejar.New(nil)
+		c := client(jar)
+		page := do(t, c, "GET", base+"/login?next="+url.QueryEscape(next), nil, nil)
+		m := nextField.FindStringSubmatch(page.body)
+		if m == nil || html.UnescapeString(m[1]) != want {
+			t.Errorf("GET /login?next=%q: the form's next is %q, want %q", next, m, want)
+		}
+		status, loc := rawPost(t, nil, base+"/login", url.Values{"token": {testToken}, "next": {next}})
+		if status != http.StatusSeeOther || loc != want {
+			t.Errorf("sign-in with next=%q: %d to %q, want 303 to %q", next, status, loc, want)
+		}
+	}
+	browser, csrf := signIn(t, base)
+	for _, back := range bad {
+		status, loc := rawPost(t, browser.Jar, base+"/jobs/ok/pause", url.Values{"csrf": {csrf}, "back": {back}})
+		if status != http.StatusSeeOther || loc != "/jobs/ok?done=paused" {
+			t.Errorf("pause with back=%q: %d to %q, want 303 to the job's page", back, status, loc)
+		}
+	}
+}
+
+// rawPost posts a same-origin form and returns the status and the
+// Location header as sent: http.Client refuses to parse a Location that
+// holds a control character, which is what the test must see.
+func rawPost(t *testing.T, jar http.CookieJar, u string, form url.Values) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("POST", u, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	if jar != nil {
+		for _, c := range jar.Cookies(req.URL) {
+			req.AddCookie(c)
+		}
+	}
+	res, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil { // e.g. a NUL in the Location: an answer no browser reads
+		return 0, err.Error()
+	}
+	io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res.StatusCode, res.Header.Get("Location")
 }
