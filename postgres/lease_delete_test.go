@@ -73,6 +73,14 @@ func TestTokensSurviveRowDelete(t *testing.T) {
 			if baton.ErrorCode(err) != baton.EFENCED {
 				t.Fatalf("fence_lease with token %d after the row was deleted and token %d granted: %v, want fenced", old.Token, cur.Token, err)
 			}
+			// The SQL function, as a psql job would call it.
+			err = pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, "select baton.fence_lease($1, $2)", tc.job, old.Token)
+				return err
+			})
+			if err == nil || !strings.Contains(err.Error(), "BF001") {
+				t.Fatalf("baton.fence_lease with token %d after the row was deleted and token %d granted: %v, want SQLSTATE BF001", old.Token, cur.Token, err)
+			}
 			if err := db.Advance(ctx, "result", cur.Token); err != nil {
 				t.Fatal(err)
 			}
