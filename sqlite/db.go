@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,6 +61,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, baton.Invalid("db", "SQLite path %q: %v", path, err)
 	}
+	shareWithGroup(abs)
 	sqldb, err := sql.Open("sqlite", dsn(abs))
 	if err != nil { // only for an unknown driver name: a bug
 		return nil, baton.Wrap(baton.EINTERNAL, err, "opening SQLite at %s", abs)
@@ -82,6 +84,47 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		time.Sleep(wait)
 	}
 	return db, nil
+}
+
+// shareWithGroup gives the database's files the group's read and write
+// when their directory is group-writable, as the local store's lock files
+// have (the host lock directory is 2770), so that every member of the
+// group can run daemons on the schedule whatever their umask. The main
+// file is made here, before SQLite opens it, because SQLite gives the -wal
+// and -shm files it creates the main file's mode. Files made 0644 by an
+// older baton get the group's write when this user owns them; a chmod this
+// user may not make is left to fail later, naming the file, as before.
+func shareWithGroup(path string) {
+	dir, err := os.Stat(filepath.Dir(path))
+	if err != nil || dir.Mode().Perm()&0o020 == 0 {
+		return // Open reports a missing directory; elsewhere the umask decides
+	}
+	// O_EXCL: never create through a link that another member of the
+	// group left at the path.
+	if f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o660); err == nil {
+		f.Close() // an empty file is an empty database to SQLite
+	}
+	for _, name := range []string{path, path + "-wal", path + "-shm"} {
+		groupWritable(name)
+	}
+}
+
+// groupWritable adds the group's read and write to a regular file at name,
+// through a descriptor of the very file that was found there, so that a
+// link swapped in meanwhile is not followed to another file.
+func groupWritable(name string) {
+	fi, err := os.Lstat(name)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o060 == 0o060 {
+		return
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if opened, err := f.Stat(); err == nil && os.SameFile(fi, opened) {
+		_ = f.Chmod(fi.Mode().Perm() | 0o060)
+	}
 }
 
 // dsn makes a "file:" URI of an absolute path. The URI form, rather than a

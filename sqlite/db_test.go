@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/batonhq/baton"
@@ -182,5 +183,73 @@ func TestOpenAwkwardPath(t *testing.T) {
 	defer db.Close()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("database not created at the path given: %v", err)
+	}
+}
+
+// In a group-shared directory (the host lock directory is 2770), the
+// schedule's files are group-writable as the lock files are, whatever the
+// umask, so that every member of the group can run daemons on it; an
+// older file made 0644 is given the group's write too. Elsewhere the
+// umask decides, as before. Not parallel: it sets the process's umask.
+func TestFileModesFollowGroupDirectory(t *testing.T) {
+	old := syscall.Umask(0o022)
+	t.Cleanup(func() { syscall.Umask(old) })
+	ctx := context.Background()
+	open := func(dir string) {
+		t.Helper()
+		db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A write, so that the WAL and its index exist.
+		if _, err := db.SQL().ExecContext(ctx, "create table if not exists t (x integer)"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+	}
+	modes := func(dir string) map[string]os.FileMode {
+		t.Helper()
+		out := map[string]os.FileMode{}
+		for _, name := range []string{"baton.db", "baton.db-wal", "baton.db-shm"} {
+			fi, err := os.Stat(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[name] = fi.Mode().Perm()
+		}
+		return out
+	}
+	shared := t.TempDir()
+	if err := os.Chmod(shared, 0o770|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	open(shared)
+	for name, mode := range modes(shared) {
+		if mode&0o060 != 0o060 {
+			t.Errorf("%s in a 2770 directory: mode %v, want group read and write", name, mode)
+		}
+	}
+
+	older := t.TempDir()
+	if err := os.WriteFile(filepath.Join(older, "baton.db"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(older, 0o770|os.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	open(older)
+	if mode := modes(older)["baton.db"]; mode&0o060 != 0o060 {
+		t.Errorf("an older 0644 baton.db in a 2770 directory: mode %v after Open, want group read and write", mode)
+	}
+
+	private := t.TempDir()
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	open(private)
+	for name, mode := range modes(private) {
+		if mode&0o022 != 0 {
+			t.Errorf("%s in a 0700 directory: mode %v, want what umask 022 gives", name, mode)
+		}
 	}
 }
