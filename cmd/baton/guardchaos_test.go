@@ -28,17 +28,44 @@ import (
 	"github.com/batonhq/baton/procfs"
 )
 
-// edgeTrials is how many trials each edge test runs: BATON_CHAOS_TRIALS/10
-// (bench/chaos.sh), 3 by default.
+// edgeTrials is how many trials each edge test runs: BATON_EDGE_TRIALS
+// (bench/chaos.sh sets it), 3 by default; they run edgeParallel at a time.
 func edgeTrials(t *testing.T) int {
-	if s := os.Getenv("BATON_CHAOS_TRIALS"); s != "" {
+	if s := os.Getenv("BATON_EDGE_TRIALS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
-			t.Fatalf("BATON_CHAOS_TRIALS=%q: want a positive number", s)
+			t.Fatalf("BATON_EDGE_TRIALS=%q: want a positive number", s)
 		}
-		return max(n/10, 1)
+		return n
 	}
 	return 3
+}
+
+const edgeParallel = 6
+
+// edgeRun runs trial edgeTrials times, edgeParallel at a time, and logs the
+// tally that bench/chaos.sh reports: trials, and the trials with an overlap.
+func edgeRun(t *testing.T, what string, trial func(i int) (overlap bool)) {
+	t.Helper()
+	n := edgeTrials(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bad := 0
+	sem := make(chan struct{}, edgeParallel)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if trial(i) {
+				mu.Lock()
+				bad++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("edge %s: trials %d, overlaps %d", what, n, bad)
 }
 
 // holdLock is a command that holds a kernel lock on lock for its whole life
@@ -83,31 +110,27 @@ func overlaps(log string) []string {
 // the term can expire by the database's clock, so the run that takes over
 // finds the kernel lock free. The frozen run, once thawed, reports the lease
 // lost (76).
-func TestFrozenRunCannotOverlap(t *testing.T) {
+func TestChaosFrozenRun(t *testing.T) {
 	t.Parallel()
 	s := pgStore(t)
-	var wg sync.WaitGroup
-	for i := range edgeTrials(t) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			dir := t.TempDir()
-			lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("frozen-run-%d", i)
-			a, out := s.start(t, "run", "--ttl", "3s", "--kill-after", "300ms", job, "--", "sh", "-c", holdLock(lock, log, 15))
-			waitLine(t, log, time.Minute, func(l string) bool { return l == "1 start" })
-			a.Process.Signal(syscall.SIGSTOP)
-			b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
-			a.Process.Signal(syscall.SIGCONT)
-			code := exitCode(t, a)
-			if o := overlaps(log); len(o) > 0 || b.code != 0 {
-				t.Errorf("trial %d: the run that took over overlapped the frozen one (exit %d): %v\n%s", i, b.code, o, b.stderr)
-			}
-			if code != baton.ExitLeaseLost {
-				t.Errorf("trial %d: the frozen run exited %d, want %d (lease lost): %s", i, code, baton.ExitLeaseLost, out)
-			}
-		}()
-	}
-	wg.Wait()
+	edgeRun(t, "frozen baton run", func(i int) bool {
+		dir := t.TempDir()
+		lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("frozen-run-%d", i)
+		a, out := s.start(t, "run", "--ttl", "3s", "--kill-after", "300ms", job, "--", "sh", "-c", holdLock(lock, log, 15))
+		waitLine(t, log, time.Minute, func(l string) bool { return l == "1 start" })
+		a.Process.Signal(syscall.SIGSTOP)
+		b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
+		a.Process.Signal(syscall.SIGCONT)
+		code := exitCode(t, a)
+		o := overlaps(log)
+		if len(o) > 0 || b.code != 0 {
+			t.Errorf("trial %d: the run that took over overlapped the frozen one (exit %d): %v\n%s", i, b.code, o, b.stderr)
+		}
+		if code != baton.ExitLeaseLost {
+			t.Errorf("trial %d: the frozen run exited %d, want %d (lease lost): %s", i, code, baton.ExitLeaseLost, out)
+		}
+		return len(o) > 0
+	})
 }
 
 // guardOf finds the guard below pid (a `baton run` or a daemon), waiting for
@@ -132,43 +155,84 @@ func guardOf(t *testing.T, pid int) int {
 // The guard SIGKILLed while the command's children live: baton kills and
 // reaps the orphans before it releases the lease, so the next run finds the
 // kernel lock free, on both stores.
-func TestKilledGuardReleasesOnlyWhenTreeIsGone(t *testing.T) {
+func TestChaosKilledGuard(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, s store) {
-		var wg sync.WaitGroup
-		for i := range edgeTrials(t) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				dir := t.TempDir()
-				lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("killed-guard-%d", i)
-				// The lock is held by a grandchild of the guard (the command
-				// runs it in the background and waits), as a job's workers are.
-				a, out := s.start(t, "run", "--ttl", "3s", job, "--", "sh", "-c", "("+holdLock(lock, log, 30)+") & wait")
-				waitLine(t, log, time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
-				syscall.Kill(guardOf(t, a.Process.Pid), syscall.SIGKILL)
-				code := exitCode(t, a)
-				b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
-				if o := overlaps(log); len(o) > 0 || b.code != 0 {
-					t.Errorf("trial %d: the next run overlapped the killed guard's tree (exit %d): %v\n%s", i, b.code, o, b.stderr)
-				}
-				if code != baton.ExitInternal {
-					t.Errorf("trial %d: baton run exited %d after its guard was killed, want %d: %s", i, code, baton.ExitInternal, out)
-				}
-				if !strings.Contains(out.String(), "guard") {
-					t.Errorf("trial %d: baton run did not say its guard died: %s", i, out)
-				}
-			}()
-		}
-		wg.Wait()
+		edgeRun(t, "killed guard, baton run, "+s.name, func(i int) bool {
+			dir := t.TempDir()
+			lock, log, job := filepath.Join(dir, "lock"), filepath.Join(dir, "log"), fmt.Sprintf("killed-guard-%d", i)
+			// The lock is held by a grandchild of the guard (the command
+			// runs it in the background and waits), as a job's workers are.
+			a, out := s.start(t, "run", "--ttl", "3s", job, "--", "sh", "-c", "("+holdLock(lock, log, 30)+") & wait")
+			waitLine(t, log, time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
+			syscall.Kill(guardOf(t, a.Process.Pid), syscall.SIGKILL)
+			code := exitCode(t, a)
+			b := s.run(t, "run", "--ttl", "3s", "--wait", "45s", job, "--", "sh", "-c", holdLock(lock, log, 0))
+			o := overlaps(log)
+			if len(o) > 0 || b.code != 0 {
+				t.Errorf("trial %d: the next run overlapped the killed guard's tree (exit %d): %v\n%s", i, b.code, o, b.stderr)
+			}
+			if code != baton.ExitInternal || !strings.Contains(out.String(), "guard") {
+				t.Errorf("trial %d: baton run exited %d after its guard was killed, want %d and a word on the guard: %s", i, code, baton.ExitInternal, out)
+			}
+			return len(o) > 0
+		})
 	})
+}
+
+// The same in the daemon, which has other children and so finds the tree by
+// its process group and environment.
+func TestChaosKilledGuardDaemon(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, s store) {
+		dir := t.TempDir()
+		lock, log := filepath.Join(dir, "lock"), filepath.Join(dir, "log")
+		config := writeJobFile(t, fmt.Sprintf(`jobs:
+  - name: killed-guard
+    schedule: "* * * * * *"
+    command: %s
+    ttl: 3s
+    kill_after: 300ms
+`, strconvQuote("("+holdLock(lock, log, 30)+") & wait")))
+		d := s.startDaemon(t, "d", config)
+		n := edgeTrials(t)
+		for range n {
+			// Wait for a run to hold the lock, then kill its guard.
+			before := len(startsIn(log))
+			waitLine(t, log, time.Minute, func(string) bool { return len(startsIn(log)) > before })
+			syscall.Kill(guardOf(t, d.cmd.Process.Pid), syscall.SIGKILL)
+		}
+		// One more run after the last kill, then stop.
+		before := len(startsIn(log))
+		waitLine(t, log, time.Minute, func(string) bool { return len(startsIn(log)) > before })
+		d.stop(t)
+		o := overlaps(log)
+		if len(o) > 0 {
+			t.Errorf("a run overlapped a tree whose guard was killed: %v", o)
+		}
+		t.Logf("edge killed guard, daemon, %s: trials %d, overlaps %d", s.name, n, len(o))
+		if !strings.Contains(d.logText(t), "guard") {
+			t.Errorf("the daemon did not log its guard's death")
+		}
+	})
+}
+
+func startsIn(log string) []string {
+	b, _ := os.ReadFile(log)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasSuffix(l, " start") {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // A daemon frozen alone past its jobs' TTL: its guards stop the commands
 // before the terms expire, the daemon that takes over finds the kernel locks
 // free, and the frozen daemon's runs are recorded lost-lease, all of them,
 // once it thaws.
-func TestFrozenDaemonCannotOverlap(t *testing.T) {
+func TestChaosFrozenDaemon(t *testing.T) {
 	t.Parallel()
 	s := pgStore(t)
 	dir := t.TempDir()
