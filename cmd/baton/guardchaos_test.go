@@ -235,37 +235,49 @@ func startsIn(log string) []string {
 func TestChaosFrozenDaemon(t *testing.T) {
 	t.Parallel()
 	s := pgStore(t)
+	trials := edgeTrials(t)
+	perRound := min(trials, 10)
+	bad := 0
+	for round := 0; round*perRound < trials; round++ {
+		bad += frozenDaemonRound(t, s, round, min(perRound, trials-round*perRound))
+	}
+	t.Logf("edge frozen daemon: trials %d, overlaps %d", trials, bad)
+}
+
+// frozenDaemonRound freezes a daemon running jobs jobs and returns how many
+// of them overlapped.
+func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
 	dir := t.TempDir()
-	const jobs = 3
+	logOf := func(i int) string { return filepath.Join(dir, fmt.Sprint(i, ".log")) }
+	name := func(i int) string { return fmt.Sprintf("frozen-%d-%d", round, i) }
 	var b strings.Builder
 	b.WriteString("jobs:\n")
 	for i := range jobs {
-		fmt.Fprintf(&b, `  - name: frozen-%d
+		fmt.Fprintf(&b, `  - name: %s
     schedule: "* * * * * *"
     command: %s
     ttl: 3s
     kill_after: 300ms
     overlap: skip
-`, i, strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), filepath.Join(dir, fmt.Sprint(i, ".log")), 12)))
+`, name(i), strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), logOf(i), 12)))
 	}
 	config := writeJobFile(t, b.String())
-	d1 := s.startDaemon(t, "d1", config)
+	d1 := s.startDaemon(t, fmt.Sprint("d1-", round), config)
 	for i := range jobs {
-		waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
+		waitLine(t, logOf(i), time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
 	}
 	d1.cmd.Process.Signal(syscall.SIGSTOP)
 	frozen := map[int]int64{} // job → the token the frozen daemon runs
 	for i := range jobs {
-		lines := waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(string) bool { return true })
+		lines := waitLine(t, logOf(i), time.Minute, func(string) bool { return true })
 		tok, _ := strconv.ParseInt(strings.Fields(lines[len(lines)-1])[0], 10, 64)
 		frozen[i] = tok
 	}
-	d2 := s.startDaemon(t, "d2", config)
+	d2 := s.startDaemon(t, fmt.Sprint("d2-", round), config)
 	// Every job runs again, on d2, with a newer token, while d1 is frozen.
 	for i := range jobs {
-		waitLine(t, filepath.Join(dir, fmt.Sprint(i, ".log")), time.Minute, func(l string) bool {
-			f := strings.Fields(l)
-			tok, _ := strconv.ParseInt(f[0], 10, 64)
+		waitLine(t, logOf(i), time.Minute, func(l string) bool {
+			tok, _ := strconv.ParseInt(strings.Fields(l)[0], 10, 64)
 			return tok > frozen[i]
 		})
 	}
@@ -273,17 +285,19 @@ func TestChaosFrozenDaemon(t *testing.T) {
 	d2.stop(t)
 	d1.stop(t)
 	for i := range jobs {
-		if o := overlaps(filepath.Join(dir, fmt.Sprint(i, ".log"))); len(o) > 0 {
-			t.Errorf("job frozen-%d: a run overlapped the frozen daemon's: %v", i, o)
+		if o := overlaps(logOf(i)); len(o) > 0 {
+			bad++
+			t.Errorf("job %s: a run overlapped the frozen daemon's: %v", name(i), o)
 		}
-		for _, tk := range s.ticks(t, fmt.Sprintf("frozen-%d", i)) {
+		for _, tk := range s.ticks(t, name(i)) {
 			for _, at := range tk.AttemptList {
 				if at.Token == frozen[i] && at.Outcome != string(baton.OutcomeLostLease) {
-					t.Errorf("job frozen-%d: the frozen daemon's run (token %d) was recorded %s (%s), want lost-lease", i, at.Token, at.Outcome, at.Reason)
+					t.Errorf("job %s: the frozen daemon's run (token %d) was recorded %s (%s), want lost-lease", name(i), at.Token, at.Outcome, at.Reason)
 				}
 			}
 		}
 	}
+	return bad
 }
 
 func strconvQuote(s string) string { return strconv.Quote(s) }
