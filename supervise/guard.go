@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonhq/baton"
 	"golang.org/x/sys/unix"
 )
 
@@ -97,6 +98,11 @@ func GuardMain(args []string) int {
 		return g.finish(result, guardResult{ExitCode: 70, Error: "supervisor gone before the command started"})
 	}
 
+	// A supervisor frozen between taking the term and starting this guard
+	// hands it a deadline already past: the command must not start at all.
+	if g.trustUntil != 0 && BootNow() >= g.trustUntil {
+		return g.finish(result, guardResult{ExitCode: baton.ExitLeaseLost, TrustExpired: true, Error: "the lease's trust window ended before the command could start; not started"})
+	}
 	pid, err := syscall.ForkExec(*path, argv, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},

@@ -155,6 +155,9 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 			}
 			self, _ := os.Executable()
 			until := supervise.BootNow() + int64(500*time.Millisecond)
+			if extend {
+				until += int64(2 * time.Second) // time for a slow start on a busy box
+			}
 			script := `trap '' TERM; sleep 3; echo done`
 			cmd := exec.Command(self, supervise.GuardCommand, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
 				"--path", "/bin/sh", "--trust-until", strconv.FormatInt(until, 10), "--", "sh", "-c", script)
@@ -167,20 +170,27 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 			}
 			resultW.Close()
 			trustR.Close()
+			done := make(chan struct{})
 			if extend {
-				// Extended past the command's own end, a second at a time.
+				// Extended two seconds ahead, five times a second, until the
+				// command's own end.
 				go func() {
-					for range 8 {
+					for {
 						var b [8]byte
-						binary.LittleEndian.PutUint64(b[:], uint64(supervise.BootNow()+int64(time.Second)))
+						binary.LittleEndian.PutUint64(b[:], uint64(supervise.BootNow()+int64(2*time.Second)))
 						if _, err := trustW.Write(b[:]); err != nil {
 							return
 						}
-						time.Sleep(300 * time.Millisecond)
+						select {
+						case <-done:
+							return
+						case <-time.After(200 * time.Millisecond):
+						}
 					}
 				}()
 			}
 			cmd.Wait()
+			close(done)
 			trustW.Close()
 			b, _ := io.ReadAll(results)
 			took := time.Since(started)
@@ -206,5 +216,36 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 				t.Fatalf("report %+v after %s, want the tree KILLed for trust; output %q", r, took, out.String())
 			}
 		})
+	}
+}
+
+// A guard handed a deadline already past (its supervisor froze between
+// taking the term and starting it) does not start the command at all.
+func TestGuardDoesNotStartPastTrust(t *testing.T) {
+	t.Parallel()
+	results, resultW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trustR, trustW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trustW.Close()
+	marker := filepath.Join(t.TempDir(), "ran")
+	self, _ := os.Executable()
+	cmd := exec.Command(self, supervise.GuardCommand, "--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/touch",
+		"--trust-until", strconv.FormatInt(supervise.BootNow()-1, 10), "--", "touch", marker)
+	cmd.ExtraFiles = []*os.File{resultW, nil, trustR}
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	resultW.Close()
+	b, _ := io.ReadAll(results)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatalf("the command ran past its trust window; report %s", b)
+	}
+	if !bytes.Contains(b, []byte(`"trust_expired":true`)) {
+		t.Fatalf("report %s, want trust_expired", b)
 	}
 }
