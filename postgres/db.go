@@ -244,6 +244,35 @@ func RedactDSN(dsn string) string {
 	return kvPassword().ReplaceAllString(dsn, "${1}xxxxx")
 }
 
+// WithoutPassword is dsn with its secrets removed (the URL's password and
+// any password parameter; a keyword/value password), for a place that
+// may know where the store is but not how to sign in: a job's environment.
+// A URL that does not parse gives "".
+func WithoutPassword(dsn string) string {
+	if !strings.Contains(dsn, "://") {
+		return strings.TrimSpace(kvPassword().ReplaceAllString(dsn, ""))
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return ""
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.User(u.User.Username())
+	}
+	q := u.Query()
+	removed := false
+	for k := range q {
+		if isPasswordKey(k) {
+			q.Del(k)
+			removed = true
+		}
+	}
+	if removed {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
 // isPasswordKey says whether a DSN parameter holds a secret: password, and
 // sslpassword (the client key's passphrase).
 func isPasswordKey(k string) bool { return strings.Contains(strings.ToLower(k), "password") }

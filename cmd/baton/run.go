@@ -31,6 +31,8 @@ passed through, and with these in its environment:
   BATON_FENCING_TOKEN  this run's token: greater than every earlier run's
   BATON_RUN_ID         this run's unique ID (a UUID)
   BATON_LEASE_TTL      the lease's TTL, e.g. 30s
+  BATON_DB             the PostgreSQL store in use, without its password
+                       (and no PGPASSWORD) unless --pass-db-password
 
 The command runs below a guard process that baton starts: a child subreaper,
 so every process of the command's tree, even one that double-forks or calls
@@ -76,6 +78,7 @@ type RunCommand struct {
 	strays    string
 	maxRun    time.Duration
 	result    string
+	password  bool
 }
 
 // Run parses args, takes the lease and supervises the command.
@@ -90,6 +93,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&c.strays, "strays", "wait", "processes the command leaves running when it exits: wait (hold the lease until they exit), kill (TERM, then KILL after --kill-after) or report (release at once)")
 	durationFlag(fs, &c.maxRun, "max-run", 0, "stop the command's whole tree after `DURATION` and exit 124 (0: no limit)")
 	fs.StringVar(&c.result, "json-result", "", "append a JSON line describing the run to `FILE` (- for stderr)")
+	passwordFlag(fs, &c.password)
 
 	// Everything after the first "--" is the command, never flags.
 	sep := slices.Index(args, "--")
@@ -170,7 +174,7 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 	sup := &supervise.Supervisor{
 		Leaser: st.leaser, KillAfter: c.killAfter, Strays: c.strays, MaxRun: c.maxRun,
 		Stdin: c.env.Stdin, Stdout: c.env.Stdout, Stderr: c.env.Stderr,
-		Env: os.Environ(),
+		Env: c.store.jobEnviron(c.env, c.password),
 		// baton run has no other children: whatever its guard leaves behind
 		// if it dies is the run's, and is killed before the lease is released.
 		AdoptOrphans: true,

@@ -79,6 +79,39 @@ func (f *storeFlags) dsn(env *Env) (dsn, field string, err error) {
 	return v, "BATON_DB", nil
 }
 
+// passwordFlag is --pass-db-password of the commands that run jobs.
+func passwordFlag(fs *flagSet, p *bool) {
+	fs.BoolVar(p, "pass-db-password", false, "give the command the store's password: BATON_DB as given, and PGPASSWORD (default: BATON_DB without its password, no PGPASSWORD)")
+}
+
+// jobEnviron is the environment a job's command starts from: baton's own,
+// with BATON_DB naming the store in use (--db or BATON_DB; unset for the
+// local store) but, unless withPassword, without the store's secrets. The
+// password-less BATON_DB stays so that a baton command in the job (outbox
+// enqueue) still names the fleet's database, and fails to sign in, saying
+// so, rather than fall back to the local store. PGPASSWORD and
+// PGSSLPASSWORD go too. PGPASSFILE stays: it names a file, which the job
+// reads only if its user may, and is how a job signs in without a password
+// in any environment (see docs/JOBS.md).
+func (f *storeFlags) jobEnviron(env *Env, withPassword bool) []string {
+	dsn, _, _ := f.dsn(env) // already checked by open
+	if !withPassword {
+		dsn = postgres.WithoutPassword(dsn)
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "BATON_DB" || !withPassword && (name == "PGPASSWORD" || name == "PGSSLPASSWORD") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if dsn != "" {
+		out = append(out, "BATON_DB="+dsn)
+	}
+	return out
+}
+
 // notTransient marks an unavailable store that waiting will not mend: a
 // lock directory that is missing or that this user cannot write, a login
 // that PostgreSQL refuses, a database that does not exist. retryUnavailable
