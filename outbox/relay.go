@@ -80,10 +80,11 @@ type Relay struct {
 	// LISTEN/NOTIFY). Lost or absent signals only cost latency: polling goes
 	// on.
 	Wake <-chan struct{}
-	// StopWhenIdle makes Run return once no event is left to deliver,
-	// claimed or not (for draining a backlog and benchmarks). Dead events,
-	// and the events of their keys parked behind them, do not keep it
-	// running.
+	// StopWhenIdle makes Run return once nothing is deliverable now and
+	// nothing is being delivered (for draining a backlog and benchmarks).
+	// Events whose not-before time or next attempt is still to come do not
+	// keep it running (Store.Waiting says how many and when), nor do dead
+	// events and the events of their keys parked behind them.
 	StopWhenIdle bool
 	Log          *slog.Logger
 	Observer     Observer
@@ -141,7 +142,7 @@ func (r *Relay) Delivered() int64 { return r.delivered.Load() }
 func (r *Relay) Failed() int64    { return r.failed.Load() }
 
 // Run relays until ctx is done (or, with StopWhenIdle, until nothing is
-// left to deliver). Events claimed when ctx ends are delivered and settled
+// deliverable now). Events claimed when ctx ends are delivered and settled
 // first (within the claim's time); an unavailable store is retried, not
 // fatal. It returns nil when stopped by ctx.
 func (r *Relay) Run(ctx context.Context) error {
@@ -181,7 +182,7 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // loop claims, delivers and settles round after round until ctx ends (or,
-// with StopWhenIdle, nothing is left). Workers loops run at once, so that
+// with StopWhenIdle, nothing is deliverable now). Workers loops run at once, so that
 // one claims while another delivers and settles.
 func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 	poll := r.PollMin
@@ -216,7 +217,7 @@ func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 			continue
 		}
 		if r.StopWhenIdle {
-			if left, err := r.Store.pendingLeft(ctx); err == nil && !left {
+			if busy, err := r.Store.deliverableNow(ctx); err == nil && !busy {
 				return
 			}
 		}
@@ -245,12 +246,25 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // events it claimed.
 func (r *Relay) once(ctx context.Context) (int, error) {
 	token := uuid.NewString()
-	events, err := r.Store.claim(ctx, token, r.ID, r.Topics, r.Batch, r.ClaimTTL)
-	if err != nil || len(events) == 0 {
+	events, bad, err := r.Store.claim(ctx, token, r.ID, r.Topics, r.Batch, r.ClaimTTL)
+	if err != nil {
 		return 0, err
 	}
-	if r.Observer != nil {
-		r.Observer.Claimed(len(events))
+	if r.Observer != nil && len(events)+len(bad) > 0 {
+		r.Observer.Claimed(len(events) + len(bad))
+	}
+	for _, m := range bad {
+		e := m.event
+		r.failed.Add(1)
+		if r.Observer != nil {
+			r.Observer.Failed(e.Topic, true)
+		}
+		r.Log.Error("event dead: its ordering key is parked until 'baton outbox retry' or 'skip'",
+			"relay", r.ID, "event", e.ID, "topic", e.Topic, "key", e.Key, "ordering_key", e.OrderingKey,
+			"attempt", e.Attempt, "permanent", true, "err", m.reason)
+	}
+	if len(events) == 0 {
+		return len(bad), nil
 	}
 	// The claim is ours until its deadline; deliveries end well before it
 	// so that settling does not race a takeover. ctx's end does not cut

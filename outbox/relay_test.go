@@ -338,12 +338,12 @@ func TestExpiredClaimCannotSettle(t *testing.T) {
 		ctx := context.Background()
 		fill(t, e.store, 3, 0)
 		slow, fast := newToken(), newToken()
-		a, err := e.store.claim(ctx, slow, "slow", nil, 10, time.Second)
+		a, _, err := e.store.claim(ctx, slow, "slow", nil, 10, time.Second)
 		if err != nil || len(a) != 3 {
 			t.Fatalf("claim: %d events, %v", len(a), err)
 		}
 		time.Sleep(1100 * time.Millisecond)
-		b, err := e.store.claim(ctx, fast, "fast", nil, 10, time.Minute)
+		b, _, err := e.store.claim(ctx, fast, "fast", nil, 10, time.Minute)
 		if err != nil || len(b) != 3 || b[0].Attempt != 2 {
 			t.Fatalf("takeover claim: %+v, %v", b, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,11 +113,19 @@ func DerivedKey(intent, topic, orderingKey string) string {
 
 // Enqueue writes e in tx, the transaction of the business write it
 // follows: a rollback leaves no event, a commit leaves one that relays
-// deliver. It sets e.ID. An event whose Key was enqueued before is not
-// written again (a retried run or request enqueues nothing new): e.ID is
-// then the first event's id. Without a Key, e gets DerivedKey of ctx's
-// intent key (baton.WithIntentKey; idempotency's Do and Steps set it);
-// without either, Enqueue refuses it.
+// deliver. It sets e.ID. A key names one event: enqueueing a key again
+// with the same topic, ordering key and payload (the same JSON value:
+// spacing and the order of an object's members do not matter) is a no-op
+// that sets e.ID to the first event's id, so a retried run or request
+// enqueues nothing new; with another topic, ordering key or payload it is
+// an ECONFLICT error naming the key (IsKeyReused), since the receivers,
+// deduplicating by key, would never see the second. Headers and NotBefore
+// are not compared. Without a Key, e gets DerivedKey of ctx's intent key
+// (baton.WithIntentKey; idempotency's Do and Steps set it); without
+// either, Enqueue refuses it.
+//
+// Bad input is EINVALID naming the field (see the limits above), on both
+// stores alike, and nothing is written.
 //
 // Call Nudge after the commit (Tx does) to wake the relays of this process
 // at once; others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
@@ -141,9 +150,32 @@ func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
 	}
 	err := tx.QueryRowContext(ctx, s.query("enqueue"), e.Topic, e.Key, string(e.Payload), orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&e.ID)
 	if s.dialect == SQLite && errors.Is(err, sql.ErrNoRows) { // the key is there already
-		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&e.ID)
+		var topic, ok, payload string
+		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&e.ID, &topic, &ok, &payload)
+		if err == nil && (topic != e.Topic || ok != e.OrderingKey || !sameJSON([]byte(payload), e.Payload)) {
+			return keyReused(e.Key)
+		}
+	}
+	switch code := sqldialect.SQLState(err); {
+	case code == "23505": // raised by baton.enqueue: the key names another event
+		return keyReused(e.Key)
+	case strings.HasPrefix(code, "22"): // data exception: what validate should have caught
+		return baton.Wrap(baton.EINVALID, err, "enqueueing %s", e.Topic)
 	}
 	return s.translate(err, "enqueueing "+e.Topic)
+}
+
+func keyReused(key string) error {
+	return &baton.Error{Code: baton.ECONFLICT, Field: "key", Message: fmt.Sprintf(
+		"%q was enqueued before with another topic, ordering key or payload: a key names one event "+
+			"(enqueue it unchanged, or give the new event a key of its own)", key)}
+}
+
+// IsKeyReused reports whether err is Enqueue's refusal of a key enqueued
+// before with another event.
+func IsKeyReused(err error) bool {
+	var be *baton.Error
+	return errors.As(err, &be) && be.Code == baton.ECONFLICT && be.Field == "key"
 }
 
 func (s *Store) maxPayload() int {
@@ -204,47 +236,71 @@ func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	return t.Time, nil
 }
 
+// malformed is a claimed event that cannot be delivered as it is (a row
+// written past Enqueue's and baton.enqueue's checks, or before them): the
+// claim makes it dead at once, with the reason, so that it parks only its
+// own ordering key instead of failing every round.
+type malformed struct {
+	event  *Event
+	reason string
+}
+
 // claim marks up to n deliverable events claimed by token until ttl from
-// now and returns them, oldest first.
-func (s *Store) claim(ctx context.Context, token, relay string, topics []string, n int, ttl time.Duration) ([]*Event, error) {
+// now and returns them, oldest first, with the malformed ones it made dead
+// in the same transaction.
+func (s *Store) claim(ctx context.Context, token, relay string, topics []string, n int, ttl time.Duration) ([]*Event, []malformed, error) {
 	topicsJSON := "[]"
 	if len(topics) > 0 {
 		b, _ := json.Marshal(topics)
 		topicsJSON = string(b)
 	}
 	var out []*Event
+	var bad []malformed
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+		out, bad = out[:0], bad[:0]
 		rows, err := tx.QueryContext(ctx, s.query("claim"), token, ttl.Milliseconds(), relay, n, topicsJSON)
 		if err != nil {
 			return s.translate(err, "claiming events")
 		}
-		defer rows.Close()
 		for rows.Next() {
 			e := &Event{}
 			var ok sql.NullString
 			var payload, headers string
 			var created dbTime
 			if err := rows.Scan(&e.ID, &e.Topic, &e.Key, &ok, &payload, &headers, &created, &e.Attempt); err != nil {
+				rows.Close()
 				return s.translate(err, "reading claimed events")
 			}
 			e.OrderingKey = ok.String
 			e.Payload = json.RawMessage(payload)
 			e.CreatedAt = created.Time
-			if headers != "" && headers != "{}" {
-				if err := json.Unmarshal([]byte(headers), &e.Headers); err != nil {
-					return baton.Wrap(baton.EINTERNAL, err, "event %d's headers are not a JSON object of strings", e.ID)
-				}
+			h, err := parseHeaders(headers)
+			if err == nil {
+				e.Headers = h
+				err = e.validateShape()
+			}
+			if err != nil {
+				bad = append(bad, malformed{e, "malformed event, not delivered: " + err.Error()})
+				continue
 			}
 			out = append(out, e)
 		}
-		return s.translate(rows.Err(), "reading claimed events")
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s.translate(err, "reading claimed events")
+		}
+		fs := make([]failure, len(bad))
+		for i, m := range bad {
+			fs[i] = failure{id: m.event.ID, dead: true, permanent: true, msg: m.reason}
+		}
+		_, err = s.failTx(ctx, tx, token, fs)
+		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.SortFunc(out, func(a, b *Event) int { return cmp.Compare(a.ID, b.ID) })
-	return out, nil
+	return out, bad, nil
 }
 
 // settle ends the events ids as state (delivered or skipped) when their
@@ -335,26 +391,31 @@ type failure struct {
 // event now, and nothing was recorded).
 func (s *Store) fail(ctx context.Context, token string, fs []failure) (held []bool, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		held = held[:0]
-		for _, f := range fs {
-			state := StatePending
-			if f.dead {
-				state = StateDead
-			}
-			msg := f.msg
-			if len(msg) > 1000 {
-				msg = msg[:1000] + "…"
-			}
-			res, err := tx.ExecContext(ctx, s.query("fail"), f.id, token, state, f.backoff.Milliseconds(), msg)
-			if err != nil {
-				return s.translate(err, fmt.Sprintf("recording the failure of event %d", f.id))
-			}
-			n, _ := res.RowsAffected()
-			held = append(held, n == 1)
-		}
-		return nil
+		held, err = s.failTx(ctx, tx, token, fs)
+		return err
 	})
 	return held, err
+}
+
+func (s *Store) failTx(ctx context.Context, tx *sql.Tx, token string, fs []failure) ([]bool, error) {
+	held := make([]bool, 0, len(fs))
+	for _, f := range fs {
+		state := StatePending
+		if f.dead {
+			state = StateDead
+		}
+		msg := f.msg
+		if len(msg) > 1000 {
+			msg = strings.ToValidUTF8(msg[:1000], "") + "…"
+		}
+		res, err := tx.ExecContext(ctx, s.query("fail"), f.id, token, state, f.backoff.Milliseconds(), msg)
+		if err != nil {
+			return held, s.translate(err, fmt.Sprintf("recording the failure of event %d", f.id))
+		}
+		n, _ := res.RowsAffected()
+		held = append(held, n == 1)
+	}
+	return held, nil
 }
 
 // Info is one event as the store holds it, for operators.
@@ -620,9 +681,36 @@ func (s *Store) unregister(ctx context.Context, id string) error {
 	return s.translate(err, "removing the relay's report")
 }
 
-// pendingLeft reports whether any event is still pending.
-func (s *Store) pendingLeft(ctx context.Context) (bool, error) {
+// deliverableNow reports whether any event can be delivered now or is
+// being delivered: a pending head whose time has come, claimed or not (a
+// claim that lapses makes it claimable again). Events waiting for their
+// not-before time or their next attempt, and those parked behind a dead
+// event, do not count.
+func (s *Store) deliverableNow(ctx context.Context) (bool, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, s.query("pending_exists")).Scan(&n)
-	return n > 0, s.translate(err, "looking for pending events")
+	err := s.db.QueryRowContext(ctx, s.query("deliverable_exists")).Scan(&n)
+	return n > 0, s.translate(err, "looking for deliverable events")
+}
+
+// Waiting is what is left when nothing is deliverable now.
+type Waiting struct {
+	// Events counts the pending events that are not parked behind a dead
+	// one: each waits for its not-before time, its next attempt after a
+	// failure, or an earlier event of its ordering key.
+	Events int64 `json:"waiting"`
+	// Next is the earliest time one of them becomes deliverable (zero
+	// when none waits).
+	Next time.Time `json:"next,omitzero"`
+	// Dead counts dead events (they and the events parked behind them
+	// wait for an operator: baton outbox dead).
+	Dead int64 `json:"dead"`
+}
+
+// Waiting counts the events left for later, and when the first comes due.
+func (s *Store) Waiting(ctx context.Context) (Waiting, error) {
+	var w Waiting
+	var next dbTime
+	err := s.db.QueryRowContext(ctx, s.query("waiting")).Scan(&w.Events, &next, &w.Dead)
+	w.Next = next.Time
+	return w, s.translate(err, "counting waiting events")
 }

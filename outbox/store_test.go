@@ -307,21 +307,21 @@ func TestOnlyHeadsAreClaimed(t *testing.T) {
 			}
 			return strings.Join(ks, " ")
 		}
-		got, err := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute)
+		got, _, err := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if keys(got) != "a1 b1 u1 u2" {
 			t.Fatalf("first claim: %s, want a1 b1 u1 u2", keys(got))
 		}
-		if again, _ := e.store.claim(ctx, newToken(), "r2", nil, 100, time.Minute); len(again) != 0 {
+		if again, _, _ := e.store.claim(ctx, newToken(), "r2", nil, 100, time.Minute); len(again) != 0 {
 			t.Fatalf("a second relay claimed %s while the first holds every head", keys(again))
 		}
 		// Settle a1 with the wrong token: refused; with its own: a2 is next.
 		if done, err := e.store.settle(ctx, newToken(), []int64{got[0].ID}, StateDelivered, time.Now()); err != nil || len(done) != 0 {
 			t.Fatalf("settle with another claim's token: settled %v (%v), want none", done, err)
 		}
-		if got2, _ := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute); len(got2) != 0 {
+		if got2, _, _ := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute); len(got2) != 0 {
 			t.Fatalf("claimed %s before a1 settled", keys(got2))
 		}
 		first := got[0].ID
@@ -332,7 +332,7 @@ func TestOnlyHeadsAreClaimed(t *testing.T) {
 		if done, err := e.store.settle(ctx, tok1, []int64{first}, StateDelivered, time.Now()); err != nil || len(done) != 1 {
 			t.Fatalf("settle with the claim's token: settled %v (%v), want a1", done, err)
 		}
-		got3, err := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute)
+		got3, _, err := e.store.claim(ctx, newToken(), "r1", nil, 100, time.Minute)
 		if err != nil || keys(got3) != "a2" {
 			t.Fatalf("after a1 was delivered: claimed %q (%v), want a2", keys(got3), err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -29,9 +30,15 @@ write; relays ('baton relay', or 'baton daemon --relay-sink') deliver them
 afterwards, at least once, always with the same key.
 
 enqueue writes one event in a transaction of its own and prints its id.
-PAYLOAD is JSON (an argument, or '-' / nothing for stdin). The key defaults
-to one derived from the run's BATON_IDEMPOTENCY_KEY (so a retried run
-enqueues nothing new), else a new UUID. To write an event in the SAME
+PAYLOAD is JSON (an argument, or '-' / nothing for stdin): UTF-8, at most
+256 KiB, without \u0000 or half a surrogate pair, numbers within the range
+of a 64-bit float. Headers: at most 64, 16 KiB in all, names without
+control characters. The ordering key: at most 255 bytes, no control
+characters. The key defaults to one derived from the run's
+BATON_IDEMPOTENCY_KEY (so a retried run enqueues nothing new), else a new
+UUID. A key names one event: the same event again is a no-op that prints
+the first one's id; another payload, topic or ordering key under a key
+used before is refused (exit 65). To write an event in the SAME
 transaction as your own SQL, call the function instead, e.g. in psql:
   begin; insert into orders …; select baton.enqueue('orders.created',
   'order-42', '{"id": 42}'); commit;
@@ -45,7 +52,8 @@ events older than TIME (RFC 3339) or AGE (a duration: 24h), in small
 batches. Pending and dead events are never purged.
 
 Exit status: 0 done; 64 usage error, bad event, no such event, or (retry,
-skip) an event that is not dead; 69 store unavailable; 70 internal error.
+skip) an event that is not dead; 65 (enqueue) the key names another event
+already; 69 store unavailable; 70 internal error.
 `
 
 // OutboxCommand is `baton outbox`.
@@ -194,13 +202,34 @@ func (c *OutboxCommand) enqueue(ctx context.Context, st *store, rest []string) e
 		err := st.outbox.Enqueue(ctx, tx, e)
 		return err
 	}); err != nil {
-		return err
+		if outbox.IsKeyReused(err) {
+			// The input is wrong and would be again on a rerun: EX_DATAERR,
+			// as 'baton http' exits for a request refused as sent.
+			fmt.Fprintf(c.env.Stderr, "baton outbox: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			return ExitError{exitDataErr}
+		}
+		return flagNamed(err)
 	}
 	if c.json {
 		return printJSON(c.env.Stdout, map[string]any{"id": e.ID, "key": e.Key, "topic": e.Topic})
 	}
 	fmt.Fprintf(c.env.Stdout, "enqueued event %d (%s, key %s)\n", e.ID, e.Topic, e.Key)
 	return nil
+}
+
+// exitDataErr is EX_DATAERR: an event that contradicts the one its key
+// already names.
+const exitDataErr = 65
+
+// flagNamed names the flag of an event's field that Enqueue refused.
+func flagNamed(err error) error {
+	var be *baton.Error
+	if errors.As(err, &be) && be.Code == baton.EINVALID {
+		if flag, ok := map[string]string{"topic": "--topic", "ordering key": "--ordering-key", "headers": "--header"}[be.Field]; ok {
+			return &baton.Error{Code: be.Code, Field: flag, Message: be.Message, Err: be.Err}
+		}
+	}
+	return err
 }
 
 func (c *OutboxCommand) status(ctx context.Context, st *store, _ []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -52,8 +53,13 @@ HTTP (--http ADDR): /metrics (this relay's deliveries, the outbox's backlog,
 the pool), /healthz, /readyz and the dashboard, as 'baton daemon --http'
 serves them, with the same --http-token-file and --read-only.
 
-Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing left
-to deliver); 64 usage error (bad --sink, topic or flag); 69 store
+With --until-idle the relay exits 0 once nothing is deliverable now, and
+prints what is left: the events that wait (a not-before time, a retry's
+backoff, an earlier event of their ordering key) and when the first comes
+due, and the dead events.
+
+Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing
+deliverable now); 64 usage error (bad --sink, topic or flag); 69 store
 unavailable at start; 70 internal error.
 `
 
@@ -187,7 +193,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("relay", c.env.Stdout, relayHelp)
 	c.store.register(fs)
 	c.relay.register(fs, "")
-	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is left to deliver (drain a backlog, benchmarks)")
+	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is deliverable now, saying what waits and until when (drain a backlog, benchmarks)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
 	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
@@ -222,5 +228,46 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopHTTP()
-	return c.relay.start(ctx, st, r, log.With("pid", os.Getpid()))
+	log = log.With("pid", os.Getpid())
+	if err := c.relay.start(ctx, st, r, log); err != nil || !c.untilIdle || ctx.Err() != nil {
+		return err
+	}
+	return c.idle(ctx, st, r, log)
+}
+
+// idle says, once --until-idle found nothing deliverable now, what is
+// left: the events that wait (for their not-before time, their next
+// attempt, or an earlier event of their key) and until when, and the dead.
+func (c *RelayCommand) idle(ctx context.Context, st *store, r *outbox.Relay, log *slog.Logger) error {
+	w, err := st.outbox.Waiting(ctx)
+	if err != nil {
+		return err
+	}
+	msg := "nothing left to deliver"
+	if w.Events > 0 {
+		verb := "events wait"
+		if w.Events == 1 {
+			verb = "event waits"
+		}
+		msg = fmt.Sprintf("nothing deliverable now: %d %s", w.Events, verb)
+		if !w.Next.IsZero() {
+			now, err := st.outbox.Now(ctx)
+			if err != nil {
+				return err
+			}
+			first := ", the first"
+			if w.Events == 1 {
+				first = ","
+			}
+			msg += fmt.Sprintf("%s until %s (in %s)", first, w.Next.UTC().Format(time.RFC3339),
+				max(w.Next.Sub(now), 0).Round(time.Second))
+		}
+	}
+	if w.Dead > 0 {
+		msg += fmt.Sprintf("; %d dead (baton outbox dead)", w.Dead)
+	}
+	log.Info("relay idle: "+msg, "relay", r.ID, "delivered", r.Delivered(), "failed", r.Failed(),
+		"waiting", w.Events, "next", w.Next, "dead", w.Dead)
+	fmt.Fprintf(c.env.Stdout, "delivered %d event(s); %s\n", r.Delivered(), msg)
+	return nil
 }

@@ -1,1 +1,2 @@
-select id from outbox where event_key = $1
+-- The event a key names already: Enqueue compares it with the new one.
+select id, topic, coalesce(ordering_key, ''), payload from outbox where event_key = $1
