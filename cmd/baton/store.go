@@ -38,7 +38,7 @@ func (f *storeFlags) register(fs *flagSet) {
 	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
 	fs.IntVar(&f.maxConns, "db-max-conns", postgres.DefaultMaxConns, "PostgreSQL: most connections this process opens")
 	fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
-	durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69")
+	durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69; a refused login, a missing database or an unusable lock directory fails at once")
 }
 
 // dbFlag is --db. An empty value is refused: it would silently mean the
