@@ -290,6 +290,10 @@ func TestStopWhenIdleIgnoresEventsNotYetDue(t *testing.T) {
 		if got != "map[now:1]" {
 			t.Fatalf("delivered %s, want only the event due now", got)
 		}
+		w, err := e.store.Waiting(context.Background())
+		if err != nil || w.Events != 1 || w.Next.Sub(later).Abs() > time.Millisecond || w.Dead != 0 {
+			t.Fatalf("waiting: %+v %v; want 1 event, next at %s", w, err, later)
+		}
 	})
 }
 

@@ -27,7 +27,7 @@ type Event struct {
 	Topic string `json:"topic"`
 	// Key is the event's idempotency key: the same on every delivery, so
 	// receivers deduplicate. Unique in the outbox: enqueueing a key again
-	// is a no-op.
+	// with the same event is a no-op, with another one an error.
 	Key string `json:"key"`
 	// OrderingKey, when set, orders delivery: an event is delivered only
 	// after every earlier event with the same ordering key was delivered
@@ -36,7 +36,9 @@ type Event struct {
 	OrderingKey string `json:"ordering_key,omitempty"`
 	// Payload is the event's body, JSON.
 	Payload json.RawMessage `json:"payload"`
-	// Headers are free-form string pairs carried with the event.
+	// Headers are string pairs carried with the event: at most
+	// MaxHeaders, MaxHeadersSize bytes in all, names without control
+	// characters.
 	Headers map[string]string `json:"headers,omitempty"`
 	// NotBefore delays the first delivery until then (zero: at once).
 	NotBefore time.Time `json:"not_before,omitzero"`
