@@ -27,8 +27,11 @@
 // # The format
 //
 // The file is one YAML document: a mapping whose only key is jobs, a
-// sequence of jobs. An empty file, `jobs: []` and `jobs:` with no value
-// hold no jobs. Every key of a job but name, schedule and command may be left
+// sequence of jobs. A file without jobs must say so, as `jobs: []`: an
+// empty file, one of comments only and `jobs:` with no value are refused,
+// since a daemon that loaded one would remove its jobs from the store, for
+// the whole fleet, when the file was truncated or its jobs commented out by
+// mistake. Every key of a job but name, schedule and command may be left
 // out:
 //
 //	jobs:
@@ -62,6 +65,19 @@
 // [A-Za-z_][A-Za-z0-9_]* and must not start with BATON_, which is baton's
 // own; its value is the scalar's text exactly as written, so `PORT: 8080`,
 // `DEBUG: true` and `EMPTY:` give "8080", "true" and "".
+//
+// A name is at most 200 bytes of UTF-8 (baton.MaxJobNameLen), without '/',
+// control characters or bidirectional controls (U+061C, U+200E, U+200F,
+// U+202A–U+202E, U+2066–U+2069, which make a name display as other text),
+// and without '#': a job with overlap {allow: N} also holds the leases
+// NAME#2 … NAME#N, which must fit in 200 bytes too.
+//
+// Limits, so that what validates can run: a file is at most MaxFileSize
+// (4 MiB); an argument, a shell line or an environment variable's
+// NAME=VALUE at most MaxArgLen bytes (the kernel's MAX_ARG_STRLEN less its
+// NUL); a job's arguments and variables together at most MaxCommandSize
+// (256 KiB, each string counted with its NUL), well under the kernel's
+// ARG_MAX, which also holds the daemon's environment.
 //
 // The reading is strict: an unknown or repeated key, a value of the wrong
 // kind (a mapping where a string belongs), a setting without a value

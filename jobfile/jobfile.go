@@ -106,7 +106,7 @@ func plural(n int, noun string) string {
 
 // Load reads and parses the job file at path.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		// The path is in the message; the *PathError would repeat it.
 		var pe *fs.PathError
@@ -115,20 +115,43 @@ func Load(path string) (*File, error) {
 		}
 		return nil, baton.Wrap(baton.EINVALID, err, "cannot read job file %s", path)
 	}
+	if len(data) > MaxFileSize {
+		return nil, tooBig(path, "more than")
+	}
 	return Parse(path, data)
+}
+
+// readFile reads the file at path, but no more than one byte past
+// MaxFileSize: a file that large is refused unread.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+}
+
+// tooBig is the error of a file past MaxFileSize; size says how large.
+func tooBig(path, size string) *Error {
+	return &Error{Path: path, Problems: []Problem{{Message: fmt.Sprintf(
+		"the file is %s bytes; a job file may be at most 4 MiB (%d bytes)", size, MaxFileSize)}}}
 }
 
 // Parse parses data, the contents of the job file at path. The path names
 // the file in problems and anchors relative job directories; it need not
 // exist. The error, if any, is an *Error.
 func Parse(path string, data []byte) (*File, error) {
+	if len(data) > MaxFileSize {
+		return nil, tooBig(path, strconv.Itoa(len(data)))
+	}
 	p := &parser{path: path}
 	jobs := p.file(data)
 	if len(p.problems) > 0 {
 		return nil, p.error()
 	}
 	if jobs == nil {
-		jobs = []baton.Job{} // so that a file without jobs shows as [] in JSON
+		jobs = []baton.Job{} // so that `jobs: []` shows as [] in JSON
 	}
 	return &File{Path: path, Jobs: jobs}, nil
 }
@@ -236,7 +259,10 @@ func (p *parser) file(data []byte) []baton.Job {
 	if err := dec.Decode(&doc); err != nil {
 		if err != io.EOF {
 			p.syntax(data, err)
+			return nil
 		}
+		// Nothing but blanks and comments.
+		p.noJobs(&yaml.Node{Line: 1, Column: 1})
 		return nil
 	}
 	var next yaml.Node
@@ -248,11 +274,13 @@ func (p *parser) file(data []byte) []baton.Job {
 		p.add(&next, "document", "a second YAML document; a job file holds one")
 	}
 	if len(doc.Content) == 0 {
+		p.noJobs(&yaml.Node{Line: max(doc.Line, 1), Column: max(doc.Column, 1)})
 		return nil
 	}
 	root := doc.Content[0]
 	p.refuseAliases(root, "")
 	if isNull(root) {
+		p.noJobs(root)
 		return nil
 	}
 	if !p.kind(root, "document", yaml.MappingNode, "a mapping with the one key jobs") {
@@ -260,7 +288,10 @@ func (p *parser) file(data []byte) []baton.Job {
 	}
 	var seq *yaml.Node
 	seen := p.fields(root, "", []string{"jobs"}, func(_ string, v *yaml.Node, field string) {
-		if !isNull(v) && p.kind(v, field, yaml.SequenceNode, "a sequence of jobs") {
+		switch {
+		case isNull(v):
+			p.noJobs(v)
+		case p.kind(v, field, yaml.SequenceNode, "a sequence of jobs"):
 			seq = v
 		}
 	})
@@ -282,6 +313,16 @@ func (p *parser) file(data []byte) []baton.Job {
 	return jobs
 }
 
+// noJobs reports a file that holds no jobs without saying so, at n: an
+// empty file, one whose jobs are all commented out, `jobs:` without a
+// value. Loaded on a reload, such a file would remove every job of the
+// daemon's previous file from the store, for the whole fleet; a file
+// without jobs must say `jobs: []`.
+func (p *parser) noJobs(n *yaml.Node) {
+	p.add(n, "jobs", "the file holds no jobs (is it empty, or are its jobs commented out?); "+
+		"a daemon loading it would remove its jobs from the store. Write jobs: [] for a file that has none on purpose")
+}
+
 // jobField names the job at n, the i-th of the file: jobs[I](NAME), or
 // jobs[I] while it has no valid name. The name labels every problem of the
 // job, wherever in the job it is written.
@@ -292,13 +333,77 @@ func jobField(i int, n *yaml.Node) string {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if k, v := n.Content[i], n.Content[i+1]; k.Kind == yaml.ScalarNode && k.Value == "name" {
-			if v.Kind == yaml.ScalarNode && !isNull(v) && baton.ValidateJobName(v.Value) == nil {
+			if v.Kind == yaml.ScalarNode && !isNull(v) && nameProblem(v.Value, slots(n)) == "" {
 				field += "(" + v.Value + ")"
 			}
 			break
 		}
 	}
 	return field
+}
+
+// slots returns N of the job at n, a mapping, when its overlap is
+// {allow: N}, and 1 otherwise.
+func slots(n *yaml.Node) int {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k, v := n.Content[i], n.Content[i+1]; k.Kind == yaml.ScalarNode && k.Value == "overlap" && v.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				if k, a := v.Content[i], v.Content[i+1]; k.Value == "allow" && a.Kind == yaml.ScalarNode && a.ShortTag() == "!!int" {
+					var n int
+					if a.Decode(&n) == nil && n > 1 {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return 1
+}
+
+// nameProblem says what is wrong with name as the name of a job that holds
+// up to slots leases at once, or returns "". Beyond what every store
+// refuses (baton.ValidateJobName), a job file's names must leave room for
+// the job's slot leases under overlap {allow: N} (NAME#2 … NAME#N), must
+// not contain '#', which would make one job's name another's slot, and
+// must not contain bidirectional controls, which reorder the text around
+// them wherever the name is shown.
+func nameProblem(name string, slots int) string {
+	if err := baton.ValidateJobName(name); err != nil {
+		var be *baton.Error
+		if errors.As(err, &be) {
+			return be.Message
+		}
+		return err.Error()
+	}
+	if strings.ContainsRune(name, '#') {
+		return fmt.Sprintf("name %q contains '#'; '#' is reserved: NAME#N names the leases of a job with overlap {allow: N}", name)
+	}
+	for _, r := range name {
+		if bidiControl(r) {
+			return fmt.Sprintf("name %q contains the bidirectional control U+%04X; it would make the name display as other text", name, r)
+		}
+	}
+	if slots > 1 {
+		lease := "#" + strconv.Itoa(slots)
+		if len(name)+len(lease) > baton.MaxJobNameLen {
+			return fmt.Sprintf("name is %d bytes; with overlap {allow: %d} the job also holds the lease NAME%s, which must fit in %d bytes, so the name may be at most %d bytes",
+				len(name), slots, lease, baton.MaxJobNameLen, baton.MaxJobNameLen-len(lease))
+		}
+	}
+	return ""
+}
+
+// bidiControl reports whether r is one of Unicode's explicit bidirectional
+// formatting characters (UAX #9): marks, embeddings, overrides and
+// isolates.
+func bidiControl(r rune) bool {
+	switch {
+	case r == 0x061C, r == 0x200E, r == 0x200F:
+		return true
+	case r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 // refuseAliases reports every anchor and alias under n, whose field is
@@ -485,10 +590,11 @@ var jobKeys = []string{
 // job reads the job at n, a mapping, whose field is jobs[I].
 func (p *parser) job(n *yaml.Node, field string) baton.Job {
 	var j baton.Job
+	var command *yaml.Node
 	seen := p.fields(n, field, jobKeys, func(key string, v *yaml.Node, field string) {
 		switch key {
 		case "name":
-			p.name(v, field, &j)
+			p.name(v, field, &j, slots(n))
 		case "schedule":
 			if s, ok := p.str(v, field, "a cron schedule such as \"30 2 * * *\" or @daily"); ok {
 				if _, err := cron.Parse(s); err != nil {
@@ -500,6 +606,7 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			p.timezone(v, field, &j)
 		case "command":
 			p.command(v, field, &j)
+			command = v
 		case "env":
 			p.env(v, field, &j)
 		case "dir":
@@ -571,7 +678,24 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			p.add(n, field+"."+key, "missing; every job needs a name, a schedule and a command")
 		}
 	}
+	if size := execSize(j); command != nil && size > MaxCommandSize {
+		p.add(command, field+".command", "the arguments and env take %d bytes together; they may take at most %d (256 KiB), "+
+			"so that the command fits the kernel's limit (ARG_MAX) beside the daemon's own environment", size, MaxCommandSize)
+	}
 	return j
+}
+
+// execSize is what the job's arguments and env take of the kernel's
+// ARG_MAX: each string with its NUL.
+func execSize(j baton.Job) int {
+	n := 0
+	for _, a := range j.Command {
+		n += len(a) + 1
+	}
+	for k, v := range j.Env {
+		n += len(k) + 1 + len(v) + 1
+	}
+	return n
 }
 
 // cronMessage is the message of an error of cron.Parse, with the cron field
@@ -587,17 +711,12 @@ func cronMessage(err error) string {
 	return be.Field + ": " + be.Message
 }
 
-func (p *parser) name(v *yaml.Node, field string, j *baton.Job) {
+func (p *parser) name(v *yaml.Node, field string, j *baton.Job, slots int) {
 	s, ok := p.str(v, field, "the job's name")
 	if !ok {
 		return
 	}
-	if err := baton.ValidateJobName(s); err != nil {
-		msg := err.Error()
-		var be *baton.Error
-		if errors.As(err, &be) {
-			msg = be.Message
-		}
+	if msg := nameProblem(s, slots); msg != "" {
 		p.add(v, field, "%s", msg)
 		return
 	}
@@ -641,6 +760,9 @@ func (p *parser) command(v *yaml.Node, field string, j *baton.Job) {
 			p.add(v, field, "empty; want %s", want)
 			return
 		}
+		if len(s) > MaxArgLen {
+			p.add(v, field, "%d bytes; a command line may be at most %d bytes, the kernel's limit on one argument (MAX_ARG_STRLEN)", len(s), MaxArgLen)
+		}
 		j.Command, j.Shell = baton.ShellCommand(s), true
 	case yaml.SequenceNode:
 		if len(v.Content) == 0 {
@@ -652,6 +774,9 @@ func (p *parser) command(v *yaml.Node, field string, j *baton.Job) {
 			s, ok := p.str(a, field+"["+strconv.Itoa(i)+"]", "an argument")
 			if i == 0 && ok && s == "" {
 				p.add(a, field+"[0]", "the program to run is empty")
+			}
+			if len(s) > MaxArgLen {
+				p.add(a, field+"["+strconv.Itoa(i)+"]", "%d bytes; an argument may be at most %d bytes, the kernel's limit on one argument (MAX_ARG_STRLEN)", len(s), MaxArgLen)
 			}
 			argv = append(argv, s)
 		}
@@ -676,6 +801,9 @@ func (p *parser) env(v *yaml.Node, field string, j *baton.Job) {
 		case v.Kind != yaml.ScalarNode:
 			p.add(v, sub, "want a value such as a string or number, not %s", describe(v))
 		default:
+			if size := len(k.Value) + 1 + len(v.Value); size > MaxArgLen {
+				p.add(v, sub, "%s=VALUE is %d bytes; a variable may be at most %d bytes, the kernel's limit on one string (MAX_ARG_STRLEN)", k.Value, size, MaxArgLen)
+			}
 			if j.Env == nil {
 				j.Env = make(map[string]string)
 			}
@@ -887,3 +1015,18 @@ func (p *parser) duration(v *yaml.Node, field string) (time.Duration, bool) {
 	}
 	return d, true
 }
+
+// Limits of a job file, checked when it is read (see docs/JOBS.md).
+const (
+	// MaxFileSize is the largest job file read, in bytes.
+	MaxFileSize = 4 << 20
+	// MaxArgLen is the longest argument, shell line or NAME=VALUE of a
+	// job's environment, in bytes: the kernel's MAX_ARG_STRLEN (32 pages of
+	// 4 KiB) less the terminating NUL.
+	MaxArgLen = 32*4096 - 1
+	// MaxCommandSize bounds a job's arguments and environment together, in
+	// bytes, each counted with its terminating NUL: well under the
+	// kernel's ARG_MAX (2 MiB with the usual 8 MiB stack), which must also
+	// hold the daemon's own environment and baton's variables.
+	MaxCommandSize = 256 << 10
+)

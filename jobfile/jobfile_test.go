@@ -164,17 +164,13 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// A file that says it has no jobs (jobs: []) holds none.
 func TestParseEmpty(t *testing.T) {
 	t.Parallel()
 	for _, src := range []string{
-		"",
-		"\n\n",
-		"# nothing yet\n",
-		"---\n",
 		"jobs: []\n",
-		"jobs:\n",
-		"jobs:\n#  - name: a\n",
 		"---\njobs: []\n...\n",
+		"# this host runs nothing for now\njobs: [] # on purpose\n",
 	} {
 		f, err := jobfile.Parse("jobs.yaml", []byte(src))
 		if err != nil {
@@ -183,6 +179,39 @@ func TestParseEmpty(t *testing.T) {
 		}
 		if len(f.Jobs) != 0 {
 			t.Errorf("Parse(%q): %d jobs", src, len(f.Jobs))
+		}
+	}
+}
+
+// A file that does not say it has no jobs is refused: an empty file, a
+// truncated one, one whose jobs are all commented out. Loaded by a daemon,
+// it would remove every job from the shared store.
+func TestParseNoJobsRefused(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"",
+		"\n\n",
+		"# nothing yet\n",
+		"---\n",
+		"---\n...\n",
+		"~\n",
+		"jobs:\n",
+		"jobs: ~\n",
+		"jobs: null\n",
+		"jobs:\n#  - name: a\n#    schedule: '@daily'\n#    command: date\n",
+	} {
+		f, err := jobfile.Parse("jobs.yaml", []byte(src))
+		if err == nil {
+			t.Errorf("Parse(%q) = %d jobs, no error; want it refused", src, len(f.Jobs))
+			continue
+		}
+		fe := checkError(t, err)
+		p := fe.Problems[0]
+		if p.Line < 1 || p.Column < 1 || p.Field != "jobs" {
+			t.Errorf("Parse(%q): problem %+v; want a line, a column and the field jobs", src, p)
+		}
+		if !strings.Contains(err.Error(), "no jobs") || !strings.Contains(err.Error(), "jobs: []") {
+			t.Errorf("Parse(%q): %v; want it to say the file has no jobs and how to mean it (jobs: [])", src, err)
 		}
 	}
 }

@@ -114,8 +114,10 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	for _, name := range changed {
 		d.Log.Info("job definition written to the store", "job", name, "version", versions[name])
 	}
+	// A removal changes the whole fleet's schedule, and is made by a reload
+	// that may have been unintended: each is a warning.
 	for _, name := range removed {
-		d.Log.Info("job removed from the store", "job", name)
+		d.Log.Warn("job removed from the store", "job", name, "config", d.Config)
 	}
 	if err := d.register(ctx); err != nil {
 		return err

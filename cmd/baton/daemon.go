@@ -29,22 +29,24 @@ each job runs once, on one daemon, and ends in exactly one recorded outcome:
 succeeded, failed, timed-out, skipped-overlap, skipped-missed, lost-lease,
 fenced or unknown (see 'baton runs').
 
-On start the daemon writes the file's job definitions to the store (each
-with its version, this host and the time); all daemons then schedule from
-the store. A daemon whose file differs from the store logs the drift and
-runs the store's version; 'baton jobs' shows drift too.
+On start the daemon checks its flags, reads its job file and binds --http,
+and only then writes the file's job definitions to the store (each with its
+version, this host and the time); all daemons then schedule from the store.
+A daemon whose file differs from the store logs the drift and runs the
+store's version; 'baton jobs' shows drift too. A file without jobs (empty,
+or its jobs commented out) is refused: write 'jobs: []' to mean none.
 
 Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
 BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
 takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and
-BATON_LEASE_TTL in its environment, and BATON_DB without its password
-(no PGPASSWORD) unless --pass-db-password (see docs/JOBS.md).
+BATON_LEASE_TTL in its environment.
 
-Signals: HUP reloads the job file (an invalid file is reported and the old
-one kept); TERM or INT drains: no new ticks are claimed, runs get --grace to
-finish, then their trees are stopped (TERM, then KILL) and their leases
-released; ticks claimed but not started go back to the store for another
-daemon.
+Signals: HUP reloads the job file (an invalid file, or one without jobs, is
+reported and the old one kept; each job the new file no longer has is
+removed from the store, with a warning); TERM or INT drains: no new ticks
+are claimed, runs get --grace to finish, then their trees are stopped (TERM,
+then KILL) and their leases released; ticks claimed but not started go back
+to the store for another daemon.
 
 Outbox (--relay-sink SPEC): the daemon also relays the outbox's events to
 the sink, as 'baton relay' does (see its help; every relay flag is here with
@@ -67,7 +69,6 @@ unavailable at start; 70 internal error.
 type DaemonCommand struct {
 	env           *Env
 	store         storeFlags
-	password      bool
 	config        string
 	maxConcurrent int
 	grace         time.Duration
@@ -82,7 +83,6 @@ type DaemonCommand struct {
 func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("daemon", c.env.Stdout, daemonHelp)
 	c.store.register(fs)
-	passwordFlag(fs, &c.password)
 	fs.StringVar(&c.config, "config", "", "job `FILE` (YAML; see 'baton validate'); default $BATON_CONFIG")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "most runs at once in this daemon")
 	durationFlag(fs, &c.grace, "grace", 30*time.Second, "on TERM: how long runs may finish before their trees are stopped")
@@ -124,10 +124,22 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Everything that can refuse to start is checked before the store is
+	// opened, let alone written: a daemon that exits at start must not
+	// have rewritten the fleet's jobs on its way out.
 	file, err := jobfile.Load(c.config)
 	if err != nil {
 		return err
 	}
+	for _, j := range file.Jobs {
+		if _, err := scheduler.Compile(j); err != nil {
+			return baton.Wrap(baton.EINVALID, err, "job %s", j.Name)
+		}
+	}
+	if err := c.http.listen(); err != nil {
+		return err
+	}
+	defer c.http.closeListener()
 	st, err := c.store.openSchedule(ctx, c.env, "daemon")
 	if err != nil {
 		return err
@@ -142,7 +154,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	d := &scheduler.Daemon{
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
-		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
+		Grace: c.grace, GuardPath: exe, Env: os.Environ(), Log: log.With("daemon_pid", os.Getpid()),
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	info := st.leaser.Info()

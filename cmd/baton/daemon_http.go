@@ -25,6 +25,8 @@ type httpFlags struct {
 	token     string
 	tokenFile string
 	readOnly  bool
+
+	ln net.Listener // bound by listen, until serve takes it
 }
 
 func (f *httpFlags) register(fs *flagSet) {
@@ -81,6 +83,29 @@ func (f *httpFlags) check() error {
 	return nil
 }
 
+// listen binds --http's address, if set, for serve to use: a daemon binds
+// before it writes anything to the store, so that an address in use (or
+// not of this host) costs nothing but the exit status. closeListener
+// releases it if serve never ran.
+func (f *httpFlags) listen() error {
+	if f.addr == "" || f.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return baton.Invalid("--http", "%v", err)
+	}
+	f.ln = ln
+	return nil
+}
+
+func (f *httpFlags) closeListener() {
+	if f.ln != nil {
+		f.ln.Close()
+		f.ln = nil
+	}
+}
+
 // serve starts the HTTP server when --http is set and returns what stops
 // it. /readyz turns 503 as soon as ctx ends (the daemon drains); the server
 // itself stops when stop is called, after the daemon has drained.
@@ -104,11 +129,12 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 		closeReady()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
+	if err := f.listen(); err != nil {
 		closeReady()
-		return nil, baton.Invalid("--http", "%v", err)
+		return nil, err
 	}
+	ln := f.ln
+	f.ln = nil // the server's now: Shutdown closes it
 	auth := "none (loopback only)"
 	if f.token != "" {
 		auth = "bearer token"

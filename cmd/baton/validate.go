@@ -17,9 +17,11 @@ Usage: baton validate [--json] FILE
 
 Checks a job file as 'baton daemon' would load it, without touching any
 store: every problem is listed with its line, column and field. A valid file
-prints each job with its version and its next tick. Warnings (legal but
-likely wrong, e.g. retries that outlast key_retention) go to stderr and do
-not change the exit status.
+prints each job with its version and its next tick. A file without jobs
+(empty, or its jobs commented out) is invalid unless it says 'jobs: []'; the
+limits on a file's size, a job's name and its command are in docs/JOBS.md.
+Warnings (legal but likely wrong, e.g. retries that outlast key_retention)
+go to stderr and do not change the exit status.
 
 Exit status: 0 valid; 64 invalid file or usage error.
 `
