@@ -72,10 +72,11 @@ const (
 	// claimed it late (busy, paused, cut off from the store), and the
 	// catch-up policy did not run it. Outcome skipped-missed.
 	SkipBehind SkipReason = "behind"
-	// SkipOvertaken: the tick's daemon stopped renewing its claim before it
-	// ran it, and by the time another took it over a later tick of the job
-	// had started: a job's scheduled ticks start in tick order, so it is
-	// not run. Outcome skipped-missed.
+	// SkipOvertaken: a later tick of the job started before this one could
+	// (its daemon died, froze or fell behind before running it, and the
+	// claim was taken over or came late): a job's scheduled ticks start in
+	// tick order, so it is not run. Outcome skipped-missed. (A tick that
+	// had attempts ends with its last attempt's outcome, not retried.)
 	SkipOvertaken SkipReason = "overtaken"
 	// SkipJobRemoved: the job was removed from the store before its claimed
 	// tick ran. Outcome skipped-missed.

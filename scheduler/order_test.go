@@ -219,3 +219,60 @@ func TestMissedTicksSayWhyTheyWereMissed(t *testing.T) {
 		}
 	})
 }
+
+// A retry is an attempt of its tick too: once a later tick of the job has
+// started (here: during the retry's backoff), it is not run, and the tick
+// ends with its last attempt's outcome and a reason that says why.
+func TestRetryNeverRunsAfterALaterTick(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		dir := t.TempDir()
+		runs, failed := filepath.Join(dir, "runs"), filepath.Join(dir, "failed")
+		// The first tick to run fails; every later one succeeds.
+		j := job("retried", "* * * * * *", `echo "$BATON_TICK $BATON_FENCING_TOKEN" >> `+runs+`; if [ ! -e `+failed+` ]; then echo "$BATON_TICK" > `+failed+`; exit 1; fi`)
+		j.Retries = baton.Retries{Count: 1, Backoff: baton.Duration(3 * time.Second)}
+		startDaemon(t, e, "a", []baton.Job{j}, nil)
+		var first time.Time
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(failed); err == nil && strings.HasSuffix(string(b), "\n") {
+				if first, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b))); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no tick ran: %s", describe(ticksOf(t, e, j.Name)))
+			}
+		}
+		var got baton.TickRecord
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			ticks := ticksOf(t, e, j.Name)
+			if i := slices.IndexFunc(ticks, func(tr baton.TickRecord) bool { return tr.At.Equal(first) }); i >= 0 && ticks[i].State == baton.TickDone {
+				got = ticks[i]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the failed tick did not end: %s", describe(ticksOf(t, e, j.Name)))
+			}
+		}
+		var prev time.Time
+		later := false
+		for _, r := range readRuns(t, runs) {
+			at, err := time.Parse(time.RFC3339Nano, r[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if at.Before(prev) {
+				t.Errorf("tick %s started (token %s) after tick %s", r[0], r[1], baton.FormatTick(prev))
+			}
+			later = later || at.After(first)
+			if at.After(prev) {
+				prev = at
+			}
+		}
+		// A later tick started during the backoff (on any machine: 3 s):
+		// the retry is not run.
+		if later && (got.Outcome != baton.OutcomeFailed || got.Attempts != 1 || !strings.Contains(got.Reason, "not retried: a later tick")) {
+			t.Errorf("the failed tick ended %s after %d attempts (%s); want failed after 1, not retried because a later tick started", got.Outcome, got.Attempts, got.Reason)
+		}
+	})
+}

@@ -439,18 +439,19 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 			return s.translate(err, "claiming open ticks")
 		}
 		for _, c := range claimed {
-			if c.Kind == baton.TickScheduled && c.Attempts == 0 {
+			// A running tick's tree may still live: the daemon that takes it
+			// over waits for the lease before it ends it.
+			if c.Kind == baton.TickScheduled && c.State != baton.TickRunning {
 				later, err := s.laterStart(ctx, tx, c.Tick)
 				if err != nil {
 					return err
 				}
 				if !later.IsZero() {
-					res, err := tx.ExecContext(ctx, s.query("finish_tick"), c.Tick.Job, s.ts(c.At), c.RunID,
-						baton.TickDone, string(baton.OutcomeSkippedMissed), OvertakenReason(later, true), nil, "", 0)
+					o, ok, err := s.endOvertaken(ctx, tx, c.Tick, c.RunID, c.Attempts, later, true)
 					if err != nil {
-						return s.translate(err, "recording the outcome of "+c.IdempotencyKey())
+						return err
 					}
-					if n, _ := res.RowsAffected(); n == 1 {
+					if ok && o == baton.OutcomeSkippedMissed {
 						overtaken[c.Tick.Job]++
 					}
 					continue
@@ -502,15 +503,37 @@ func (e *Overtaken) Error() string {
 	return "a later tick (" + baton.FormatTick(e.Later) + ") has started"
 }
 
-// OvertakenReason is the recorded reason of a scheduled tick that was not
-// run because the later tick at later started first. reclaimed says its
-// first daemon stopped renewing its claim before running it.
-func OvertakenReason(later time.Time, reclaimed bool) string {
-	r := "not run: a later tick (" + baton.FormatTick(later) + ") started first, and a job's scheduled ticks start in tick order"
-	if reclaimed {
-		r += "; the daemon that claimed it let the claim go (it stopped, died, froze or was cut off) before running it"
+// EndOvertaken ends a scheduled tick that StartAttemptInOrder refused
+// because the tick at later started first, if runID is still its current
+// attempt: with its last attempt's outcome (which is then not retried), or
+// skipped-missed when it had none; its reason says why. It returns the
+// outcome, and false when another daemon ended the tick or took it over.
+func (s *Store) EndOvertaken(ctx context.Context, t baton.Tick, runID string, attempts int, later time.Time) (baton.Outcome, bool, error) {
+	return s.endOvertaken(ctx, s.db, t, runID, attempts, later, false)
+}
+
+// endOvertaken is EndOvertaken; reclaimed says the tick's claim was taken
+// over from a daemon that let it go.
+func (s *Store) endOvertaken(ctx context.Context, q querier, t baton.Tick, runID string, attempts int, later time.Time, reclaimed bool) (baton.Outcome, bool, error) {
+	var why string
+	switch {
+	case attempts > 0:
+		why = "not retried: a later tick (" + baton.FormatTick(later) + ") has started, and a job's scheduled ticks start in tick order"
+	case reclaimed:
+		why = "not run: a later tick (" + baton.FormatTick(later) + ") started first, and a job's scheduled ticks start in tick order; " +
+			"the daemon that claimed it let the claim go (it stopped, died, froze or was cut off) before running it"
+	default:
+		why = "not run: a later tick (" + baton.FormatTick(later) + ") started first, and a job's scheduled ticks start in tick order"
 	}
-	return r
+	var o string
+	err := q.QueryRowContext(ctx, s.query("end_overtaken"), t.Job, s.ts(t.At), runID, why).Scan(&o)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, s.translate(err, "recording the outcome of "+t.IdempotencyKey())
+	}
+	return baton.Outcome(o), true, nil
 }
 
 // RenewClaims extends every open tick daemon has claimed.
@@ -534,12 +557,11 @@ func (s *Store) StartAttempt(ctx context.Context, t baton.Tick, prevRunID, daemo
 }
 
 // StartAttemptInOrder is StartAttempt that keeps a job's scheduled ticks
-// starting in tick order: it refuses, with an *Overtaken error, a
-// scheduled tick when a later scheduled tick of the job has started (the
-// job's row lock orders two daemons starting ticks of one job at once).
-// Manual and backfilled ticks are outside the schedule's order, and a
-// daemon's own retries of a tick it runs are not first starts: both go
-// through StartAttempt.
+// starting in tick order: it refuses, with an *Overtaken error, an attempt
+// (first, retry or after a takeover) of a scheduled tick when a later
+// scheduled tick of the job has started (the job's row lock orders two
+// daemons starting ticks of one job at once). Manual and backfilled ticks
+// are outside the schedule's order: it starts them as StartAttempt does.
 func (s *Store) StartAttemptInOrder(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term) (int, bool, error) {
 	return s.startAttempt(ctx, t, prevRunID, daemon, host, term, t.Kind == baton.TickScheduled)
 }
