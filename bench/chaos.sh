@@ -5,10 +5,18 @@
 # half), instead of CI's 50. Prints each fence's figures: trials, takeovers,
 # stale writes accepted, writes refused, linearizability violations.
 #
-# Usage:  bench/chaos.sh          Env: TRIALS=1000
+# The same run holds the fleet chaos test (TestFleetChaos): three daemons
+# on one PostgreSQL, jobs every second, and per round one daemon SIGKILLed
+# and another SIGSTOPped past the lease's and the claim's TTL, then resumed;
+# FLEET_ROUNDS rounds (about 10 s each) instead of CI's 1. Each command
+# records its own start under a kernel flock -n; prints overlaps, token
+# regressions and out-of-order tick starts.
+#
+# Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200
 set -euo pipefail
 TRIALS=${TRIALS:-1000}
+FLEET_ROUNDS=${FLEET_ROUNDS:-200}
 export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
-BATON_CHAOS_TRIALS=$TRIALS go test -count=1 -timeout 120m -run 'Chaos' -v ./cmd/baton 2>&1 |
+BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS go test -count=1 -timeout 180m -run 'Chaos' -v ./cmd/baton 2>&1 |
   grep -E '^(---|ok|FAIL)|chaos_test.go:[0-9]+: [a-zA-Z]'
