@@ -1,12 +1,16 @@
 package outbox
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/pgtest"
@@ -428,4 +432,57 @@ func TestOutboxMigrationUpgradesExistingRows(t *testing.T) {
 	if rec.seen["old-good"] != 1 || len(dead) != 1 || dead[0].Key != "old-bad" || !strings.Contains(dead[0].LastError, "headers") {
 		t.Fatalf("after the upgrade: delivered %v, dead %+v; want old-good delivered and old-bad dead naming its headers", rec.seen, dead)
 	}
+}
+
+// FuzzValidatePayload: the payload check never panics on valid JSON, and
+// what it accepts decodes to strings without NUL or a replaced surrogate
+// and to numbers that a 64-bit float holds; sameJSON finds it equal to
+// itself re-encoded.
+func FuzzValidatePayload(f *testing.F) {
+	for _, seed := range []string{`{}`, `"\ud800"`, `"\ud83d\ude00"`, `"\u0000"`, `1e999999`, `[0e-1000, -0.5E+3]`,
+		`{"a": "\\u0000", "b": [1, 2, {"c": null}]}`, "\"\xff\"", `"\ud800\ud800"`, `"\udc00\ud800"`, `"x\ud800"`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if !json.Valid(p) {
+			return
+		}
+		if err := validatePayload(p); err != nil {
+			if be, ok := err.(*baton.Error); !ok || be.Field != "payload" {
+				t.Fatalf("%q: %v, want an error naming the payload", p, err)
+			}
+			return
+		}
+		v, err := decodeJSON(p)
+		if err != nil {
+			t.Fatalf("%q accepted but does not decode: %v", p, err)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case string:
+				if strings.ContainsRune(v, 0) || (strings.ContainsRune(v, utf8.RuneError) && !bytes.Contains(p, []byte("\uFFFD")) && !bytes.Contains(bytes.ToLower(p), []byte(`\ufffd`))) {
+					t.Fatalf("%q accepted, decodes to %q", p, v)
+				}
+			case json.Number:
+				if _, err := strconv.ParseFloat(string(v), 64); err != nil {
+					t.Fatalf("%q accepted with number %s: %v", p, v, err)
+				}
+			case map[string]any:
+				for k, x := range v {
+					walk(k)
+					walk(x)
+				}
+			case []any:
+				for _, x := range v {
+					walk(x)
+				}
+			}
+		}
+		walk(v)
+		again, _ := json.Marshal(v)
+		if !sameJSON(p, again) {
+			t.Fatalf("%q is not sameJSON as itself re-encoded (%s)", p, again)
+		}
+	})
 }
