@@ -12,11 +12,18 @@
 # records its own start under a kernel flock -n; prints overlaps, token
 # regressions and out-of-order tick starts.
 #
-# Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200
+# And the lease's edges (cmd/baton/guardchaos_test.go), EDGE_TRIALS trials
+# each instead of CI's 3: baton run frozen alone past its TTL, a daemon
+# frozen alone, the guard SIGKILLed under baton run and under the daemon on
+# both stores. Each command holds a kernel flock -n for its whole life; prints
+# trials and overlaps per edge.
+#
+# Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200 EDGE_TRIALS=200
 set -euo pipefail
 TRIALS=${TRIALS:-1000}
 FLEET_ROUNDS=${FLEET_ROUNDS:-200}
+EDGE_TRIALS=${EDGE_TRIALS:-200}
 export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
-BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS go test -count=1 -timeout 180m -run 'Chaos' -v ./cmd/baton 2>&1 |
+BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS go test -count=1 -timeout 180m -run 'Chaos' -v ./cmd/baton 2>&1 |
   grep -E '^(---|ok|FAIL)|chaos_test.go:[0-9]+: [a-zA-Z]'
