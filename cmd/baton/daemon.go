@@ -124,6 +124,11 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A HUP while the daemon starts is a reload once it has started, not
+	// the end of the process (SIGHUP's default action).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	// Everything that can refuse to start is checked before the store is
 	// opened, let alone written: a daemon that exits at start must not
 	// have rewritten the fleet's jobs on its way out.
@@ -168,9 +173,6 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	file = nil
 	debug.FreeOSMemory()
 
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			f, err := jobfile.Load(c.config)

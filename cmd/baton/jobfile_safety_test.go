@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -27,6 +28,41 @@ func (d *daemonProc) waitLog(t *testing.T, want string, within time.Duration) {
 	}
 }
 
+// daemonIDs are the ids of the daemons registered in the store.
+func (s store) daemonIDs(t *testing.T) []string {
+	t.Helper()
+	r := s.run(t, "status", "--json")
+	var o struct {
+		Daemons []struct {
+			ID string `json:"id"`
+		} `json:"daemons"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 {
+		t.Fatalf("baton status --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	var ids []string
+	for _, d := range o.Daemons {
+		ids = append(ids, d.ID)
+	}
+	return ids
+}
+
+// startDaemonRegistered starts a daemon and waits until it has registered
+// in the store, which it does last on its way up.
+func (s store) startDaemonRegistered(t *testing.T, name, config string) *daemonProc {
+	t.Helper()
+	before := len(s.daemonIDs(t))
+	d := s.startDaemonReady(t, name, config)
+	deadline := time.Now().Add(20 * time.Second)
+	for len(s.daemonIDs(t)) <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon %s did not register within 20s:\n%s", name, d.logText(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return d
+}
+
 // jobNames are the names of the jobs the store holds.
 func (s store) jobNames(t *testing.T) []string {
 	t.Helper()
@@ -46,7 +82,7 @@ func TestDaemonEmptyJobFile(t *testing.T) {
 		good := "jobs:\n  - name: keep-a\n    schedule: '@yearly'\n    command: 'true'\n" +
 			"  - name: keep-b\n    schedule: '@yearly'\n    command: 'true'\n"
 		config := writeJobFile(t, good)
-		d := s.startDaemonReady(t, "d", config)
+		d := s.startDaemonRegistered(t, "d", config)
 		if got := s.jobNames(t); len(got) != 2 {
 			t.Fatalf("jobs in the store: %v; want keep-a and keep-b", got)
 		}
@@ -108,18 +144,16 @@ func TestDaemonEmptyJobFile(t *testing.T) {
 
 // A daemon that cannot start writes nothing to the store: with --http on a
 // port in use it exits 64, and the fleet's jobs, their versions and the
-// registered daemons are as they were.
+// registered daemons are as they were; the daemon running meanwhile sees
+// no drift.
 func TestDaemonStartFailsBeforeWriting(t *testing.T) {
 	t.Parallel()
 	bothStores(t, func(t *testing.T, s store) {
 		v1 := writeJobFile(t, "jobs:\n  - name: steady\n    schedule: '@yearly'\n    command: echo v1\n")
-		d := s.startDaemonReady(t, "v1", v1)
-		if code := d.stop(t); code != 0 {
-			t.Fatalf("drain: exit %d", code)
-		}
-		before := s.jobsJSON(t)
-		if len(before) != 1 {
-			t.Fatalf("jobs after the first daemon: %+v", before)
+		d := s.startDaemonRegistered(t, "v1", v1)
+		before, daemons := s.jobsJSON(t), s.daemonIDs(t)
+		if len(before) != 1 || len(daemons) != 1 {
+			t.Fatalf("after the first daemon: jobs %+v, daemons %v", before, daemons)
 		}
 
 		busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -137,22 +171,21 @@ func TestDaemonStartFailsBeforeWriting(t *testing.T) {
 			t.Errorf("the daemon wrote job definitions before it failed:\n%s", r.stderr)
 		}
 		after := s.jobsJSON(t)
-		if len(after) != 1 || after[0].Job.Name != "steady" || after[0].Version != before[0].Version {
+		if len(after) != 1 || after[0].Job.Name != "steady" || after[0].Version != before[0].Version || len(after[0].Drift) != 0 {
 			var got []string
 			for _, j := range after {
-				got = append(got, j.Job.Name+"@"+j.Version)
+				got = append(got, fmt.Sprintf("%s@%s drift %q", j.Job.Name, j.Version, j.Drift))
 			}
 			t.Errorf("the failed daemon changed the store's jobs: %v; want only steady@%s", got, before[0].Version)
 		}
-		st := s.run(t, "status", "--json")
-		var o struct {
-			Daemons []json.RawMessage `json:"daemons"`
+		if got := s.daemonIDs(t); len(got) != 1 || got[0] != daemons[0] {
+			t.Errorf("registered daemons %v; want only the running one, %v", got, daemons)
 		}
-		if err := json.Unmarshal([]byte(st.stdout), &o); err != nil {
-			t.Fatalf("baton status --json: %v\n%s%s", err, st.stdout, st.stderr)
+		if code := d.stop(t); code != 0 {
+			t.Errorf("drain: exit %d", code)
 		}
-		if len(o.Daemons) != 0 {
-			t.Errorf("the failed daemon left itself registered: %s", o.Daemons)
+		if strings.Contains(d.logText(t), `"msg":"drift"`) {
+			t.Errorf("the running daemon saw drift:\n%s", d.logText(t))
 		}
 	})
 }
