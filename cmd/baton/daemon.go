@@ -39,7 +39,8 @@ or its jobs commented out) is refused: write 'jobs: []' to mean none.
 Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
 BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
 takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and
-BATON_LEASE_TTL in its environment.
+BATON_LEASE_TTL in its environment, and BATON_DB without its password
+(no PGPASSWORD) unless --pass-db-password (see docs/JOBS.md).
 
 Signals: HUP reloads the job file (an invalid file, or one without jobs, is
 reported and the old one kept; each job the new file no longer has is
@@ -69,6 +70,7 @@ unavailable at start; 70 internal error.
 type DaemonCommand struct {
 	env           *Env
 	store         storeFlags
+	password      bool
 	config        string
 	maxConcurrent int
 	grace         time.Duration
@@ -83,6 +85,7 @@ type DaemonCommand struct {
 func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("daemon", c.env.Stdout, daemonHelp)
 	c.store.register(fs)
+	passwordFlag(fs, &c.password)
 	fs.StringVar(&c.config, "config", "", "job `FILE` (YAML; see 'baton validate'); default $BATON_CONFIG")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "most runs at once in this daemon")
 	durationFlag(fs, &c.grace, "grace", 30*time.Second, "on TERM: how long runs may finish before their trees are stopped")
@@ -159,7 +162,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	d := &scheduler.Daemon{
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
-		Grace: c.grace, GuardPath: exe, Env: os.Environ(), Log: log.With("daemon_pid", os.Getpid()),
+		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	info := st.leaser.Info()
