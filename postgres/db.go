@@ -394,6 +394,12 @@ func (db *DB) translate(err error, what string) error {
 			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
 		case pgErr.Code == "23505":
 			return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+		case pgErr.Code == "40001", pgErr.Code == "40P01":
+			// A serialization failure or a deadlock: a concurrent change
+			// won, and the transaction may be retried as a whole.
+			return baton.Wrap(baton.ECONFLICT, err, "%s: a concurrent change won, retry", what)
+		case pgErr.Code == sqlStateFenced, pgErr.Code == sqlStateNeverIssued:
+			return baton.Wrap(baton.EFENCED, err, "%s", what)
 		}
 		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 	}

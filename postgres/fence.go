@@ -16,27 +16,44 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// SQLSTATEs of baton's fences (migrations 0002, 0003, 0009):
 // sqlStateFenced is raised by baton.fence and baton.fence_lease for a
-// stale token; sqlStateNoLease by fence_lease for a job without a lease.
+// stale token; sqlStateNoLease by fence_lease for a job without a lease;
+// sqlStateNeverIssued by fence_lease for a token above the job's current
+// term.
 const (
-	sqlStateFenced  = "BF001"
-	sqlStateNoLease = "BF002"
+	sqlStateFenced      = "BF001"
+	sqlStateNoLease     = "BF002"
+	sqlStateNeverIssued = "BF003"
 )
 
 // FenceLease is the same-database fence: inside tx, it checks that token is
-// still the job's latest term, and fails with an EFENCED error once a term
-// with a larger token has been granted. The lease row is read FOR SHARE, so a
-// takeover waits for tx to end: whatever tx writes commits under the old
-// term only if no newer term existed up to the commit. Keep tx short: a
-// takeover waits for it.
+// the job's latest term, and fails with an EFENCED error once a term with a
+// larger token has been granted, or when token is above every term granted
+// (a token never issued: spoofed, or from a primary whose last commits a
+// promoted standby lost). A token below 1 is EINVALID.
+//
+// The lease row is read FOR KEY SHARE. A takeover changes fencing_token,
+// which a unique index makes a key column (0009), so it waits for tx to
+// end: whatever tx writes commits under the old term only if no newer term
+// existed up to the commit. The holder's renewals, its release and revokes
+// change no key column, so they never wait for tx. A takeover still waits,
+// and so does a contender for the live lease: keep tx short.
+//
+// At REPEATABLE READ or SERIALIZABLE, a takeover committed after tx's
+// snapshot makes PostgreSQL refuse the lock (40001): that is ECONFLICT,
+// and the retried transaction is refused as EFENCED.
 func FenceLease(ctx context.Context, tx Querier, schema, job string, token int64) error {
 	if err := baton.ValidateJobName(job); err != nil {
 		return err
 	}
+	if token < 1 {
+		return baton.Invalid("token", "%d is not a fencing token (want an integer >= 1)", token)
+	}
 	// The query of baton.fence_lease without its plpgsql wrapper: the same
 	// lock, one round trip, and no function call per write.
 	var current int64
-	err := tx.QueryRow(ctx, fmt.Sprintf("select fencing_token from %s.job_leases where job_key = $1 for share", pgx.Identifier{orDefault(schema)}.Sanitize()), job).Scan(&current)
+	err := tx.QueryRow(ctx, fmt.Sprintf("select fencing_token from %s.job_leases where job_key = $1 for key share", pgx.Identifier{orDefault(schema)}.Sanitize()), job).Scan(&current)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return baton.Errorf(baton.ENOTFOUND, "fence: job %s has no lease", job)
@@ -44,6 +61,8 @@ func FenceLease(ctx context.Context, tx Querier, schema, job string, token int64
 		return fenceError(err, job, token)
 	case current > token:
 		return baton.Errorf(baton.EFENCED, "fenced: write for job %s with fencing token %d refused: term %d has been granted since", job, token, current)
+	case current < token:
+		return baton.Errorf(baton.EFENCED, "fenced: write for job %s with fencing token %d refused: the token was never issued (the current term is %d)", job, token, current)
 	}
 	return nil
 }
@@ -83,12 +102,17 @@ func fenceError(err error, name string, token int64) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case sqlStateFenced:
+		case sqlStateFenced, sqlStateNeverIssued:
 			return &baton.Error{Code: baton.EFENCED, Message: pgErr.Message}
 		case sqlStateNoLease:
 			return &baton.Error{Code: baton.ENOTFOUND, Message: pgErr.Message}
 		case "22023":
 			return &baton.Error{Code: baton.EINVALID, Message: pgErr.Message}
+		case "40001", "40P01":
+			// A concurrent term or mark won the race for the row, after
+			// this transaction's snapshot: retry the whole transaction;
+			// the retry sees the newer token and is refused as fenced.
+			return baton.Wrap(baton.ECONFLICT, err, "fencing %s with token %d: a concurrent change won, retry the transaction", name, token)
 		}
 	}
 	if err == nil {

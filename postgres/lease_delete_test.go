@@ -147,9 +147,10 @@ func TestRowDeleteRacingAcquire(t *testing.T) {
 }
 
 // A delete waits for the acquisitions and renewals in flight, and all others
-// wait behind it: so when one of them waits for a long fenced transaction,
-// the delete gives up after a moment, with a hint, rather than hold up every
-// renewal of the fleet.
+// wait behind it: so when one of them waits for a long fenced transaction
+// (an acquisition does: a renewal no longer does, since 0009), the delete
+// gives up after a moment, with a hint, rather than hold up every renewal
+// of the fleet.
 func TestRowDeleteDoesNotStallRenewals(t *testing.T) {
 	t.Parallel()
 	db := open(t, pgtest.DSN(t))
@@ -165,8 +166,14 @@ func TestRowDeleteDoesNotStallRenewals(t *testing.T) {
 	if err := postgres.FenceLease(ctx, tx, "", "job", term.Token); err != nil {
 		t.Fatal(err)
 	}
-	renewed := make(chan error, 1)
-	go func() { renewed <- l.Renew(ctx, term) }() // waits for the fenced transaction
+	contended := make(chan error, 1)
+	go func() { // a contender for the live lease waits for the fenced transaction
+		g, err := l.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "00000000-0000-4000-8000-000000000002"})
+		if err == nil && !g.Busy() {
+			err = fmt.Errorf("contender granted %+v while the lease was held", g.Term)
+		}
+		contended <- err
+	}()
 	for waiting := false; !waiting; {
 		if err := db.Pool().QueryRow(ctx, `select exists (select 1 from pg_stat_activity
 			where datname = current_database() and wait_event_type = 'Lock' and query like '%job_leases%')`).Scan(&waiting); err != nil {
@@ -175,7 +182,7 @@ func TestRowDeleteDoesNotStallRenewals(t *testing.T) {
 	}
 	_, err = db.Pool().Exec(ctx, "delete from baton.job_leases where job_key = 'other'")
 	if err == nil || !strings.Contains(err.Error(), "retry") {
-		t.Fatalf("delete while a renewal waits for a fenced transaction: %v, want a failure asking to retry", err)
+		t.Fatalf("delete while an acquisition waits for a fenced transaction: %v, want a failure asking to retry", err)
 	}
 	if err := l.Renew(ctx, other); err != nil {
 		t.Fatalf("renewal of another job after the delete gave up: %v", err)
@@ -183,7 +190,10 @@ func TestRowDeleteDoesNotStallRenewals(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-renewed; err != nil {
+	if err := <-contended; err != nil {
+		t.Fatalf("contender after the fenced transaction: %v", err)
+	}
+	if err := l.Renew(ctx, term); err != nil {
 		t.Fatalf("renewal after the fenced transaction: %v", err)
 	}
 	if _, err := db.Pool().Exec(ctx, "delete from baton.job_leases where job_key = 'other'"); err != nil {

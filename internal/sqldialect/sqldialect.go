@@ -113,10 +113,11 @@ func (t *Time) Scan(v any) error {
 }
 
 // Translate turns a database/sql driver error into a baton error at a
-// store's edge, for both dialects: PostgreSQL's by SQLSTATE (23505 a
-// conflict; 53300, class 08 and 57P0x the server unavailable), SQLite's and
-// lost connections by their words (busy, locked, closed); a deadline or a
-// cancellation is unavailable too. A *baton.Error passes unchanged. what
+// store's edge, for both dialects: PostgreSQL's by SQLSTATE (23505, 40001
+// and 40P01 a conflict, the last two worth retrying the transaction; BF001
+// and BF003, the fences' refusals, fenced; 53300, class 08 and 57P0x the
+// server unavailable), SQLite's and lost connections by their words (busy,
+// locked, closed); a deadline or a cancellation is unavailable too. A *baton.Error passes unchanged. what
 // says what was being done.
 func Translate(err error, d Dialect, what string) error {
 	if err == nil {
@@ -132,6 +133,10 @@ func Translate(err error, d Dialect, what string) error {
 	switch code := SQLState(err); {
 	case code == "23505":
 		return baton.Wrap(baton.ECONFLICT, err, "%s", what)
+	case code == "40001", code == "40P01": // serialization failure, deadlock: retry the transaction
+		return baton.Wrap(baton.ECONFLICT, err, "%s: a concurrent change won, retry", what)
+	case code == "BF001", code == "BF003": // baton.fence, baton.fence_lease: stale or never-issued token
+		return baton.Wrap(baton.EFENCED, err, "%s", what)
 	case code == "22023": // invalid_parameter_value: raised by baton's own SQL functions on bad input
 		return baton.Wrap(baton.EINVALID, err, "%s", what)
 	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):

@@ -61,6 +61,10 @@ func TestTranslate(t *testing.T) {
 		want baton.Code
 	}{
 		{pgErr("23505"), baton.ECONFLICT},
+		{pgErr("40001"), baton.ECONFLICT}, // serialization failure: retry
+		{pgErr("40P01"), baton.ECONFLICT}, // deadlock detected: retry
+		{pgErr("BF001"), baton.EFENCED},   // baton.fence: stale token
+		{pgErr("BF003"), baton.EFENCED},   // baton.fence_lease: token never issued
 		{pgErr("53300"), baton.EUNAVAILABLE},
 		{pgErr("08006"), baton.EUNAVAILABLE},
 		{pgErr("57P01"), baton.EUNAVAILABLE},
