@@ -47,7 +47,7 @@
 //	    timeout: 2h                   # a run is stopped after this long
 //	    kill_after: 30s               # from SIGTERM to SIGKILL
 //	    jitter: 5m                    # a delay in [0, 5m), fixed per job and tick
-//	    overlap: {allow: 2}           # skip | queue-one | replace | {allow: N ≥ 2}
+//	    overlap: {allow: 2}           # skip | queue-one | replace | {allow: N}, 2 ≤ N ≤ 100
 //	    catchup: {policy: all, window: 6h}  # skip | latest | all, or with a window
 //	    retries: {count: 3, backoff: 30s, max_backoff: 10m}  # or just a count
 //	    dst: {gap: skip, repeat: both}      # gap: shift | skip; repeat: once | both

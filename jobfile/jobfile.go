@@ -351,7 +351,7 @@ func slots(n *yaml.Node) int {
 				if k, a := v.Content[i], v.Content[i+1]; k.Value == "allow" && a.Kind == yaml.ScalarNode && a.ShortTag() == "!!int" {
 					var n int
 					if a.Decode(&n) == nil && n > 1 {
-						return n
+						return min(n, maxAllow) // a larger N is refused at overlap.allow
 					}
 				}
 			}
@@ -853,8 +853,11 @@ func (p *parser) overlap(v *yaml.Node, field string, j *baton.Job) {
 	case yaml.MappingNode:
 		seen := p.fields(v, field, []string{"allow"}, func(_ string, v *yaml.Node, field string) {
 			if n, ok := p.integer(v, field); ok {
-				if n < 2 {
+				switch {
+				case n < 2:
 					p.add(v, field, "want at least 2 runs at once; for one, leave overlap out or write skip")
+				case n > maxAllow:
+					p.add(v, field, "want at most %d runs at once, not %d", maxAllow, n)
 				}
 				j.Overlap = baton.Overlap{Policy: baton.OverlapAllow, Allow: n}
 			}
@@ -866,6 +869,10 @@ func (p *parser) overlap(v *yaml.Node, field string, j *baton.Job) {
 		p.kind(v, field, yaml.ScalarNode, want)
 	}
 }
+
+// maxAllow is the most runs at once overlap {allow: N} may ask for: each
+// is a lease that a tick may try in turn.
+const maxAllow = 100
 
 var catchupPolicies = []string{baton.CatchupSkip, baton.CatchupLatest, baton.CatchupAll}
 

@@ -200,3 +200,17 @@ func TestFileSizeLimit(t *testing.T) {
 		t.Errorf("Load of %d bytes: %v", len(at), err)
 	}
 }
+
+// overlap {allow: N} holds up to N leases, tried one after the other at each
+// tick: N is bounded, so that a typo (allow: 1000000000) cannot make the
+// daemon build a billion lease names per tick.
+func TestParseOverlapAllowLimit(t *testing.T) {
+	t.Parallel()
+	f := mustParse(t, "jobs.yaml", job("overlap: {allow: 100}"))
+	if f.Jobs[0].Overlap.Allow != 100 {
+		t.Errorf("allow 100: parsed %+v", f.Jobs[0].Overlap)
+	}
+	for _, n := range []string{"101", "1000000000"} {
+		refused(t, job("overlap: {allow: "+n+"}"), "jobs.yaml:5:22: jobs[0](a).overlap.allow: want at most 100 runs at once, not "+n)
+	}
+}
