@@ -320,7 +320,7 @@ func (p *parser) file(data []byte) []baton.Job {
 // without jobs must say `jobs: []`.
 func (p *parser) noJobs(n *yaml.Node) {
 	p.add(n, "jobs", "the file holds no jobs (is it empty, or are its jobs commented out?); "+
-		"a daemon loading it would remove its jobs from the store. Write jobs: [] for a file that has none on purpose")
+		"a daemon reloading it would remove every job of its previous file from the store. Write jobs: [] for a file that has none on purpose")
 }
 
 // jobField names the job at n, the i-th of the file: jobs[I](NAME), or
