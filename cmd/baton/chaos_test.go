@@ -43,7 +43,12 @@ const (
 	fenceHighWater = "highwater" // postgres.Fence on a high-water mark
 	fenceNone      = "none"      // the control: no fence at all
 	fencePut       = "put"       // baton put of a file, high-water mark in the local store
-	fenceHTTP      = "http"      // POST through the http.Fence middleware
+	// baton put --db of one shared file from two "hosts" (two lock
+	// directories), high-water mark in PostgreSQL; and its control, the
+	// same two hosts without --db, each fencing on its own disk.
+	fencePutDB        = "put-db"
+	fencePutTwoLocals = "put-two-locals"
+	fenceHTTP         = "http" // POST through the http.Fence middleware
 )
 
 func monotonic() int64 {
@@ -74,9 +79,20 @@ func chaosWriter(mode string) int {
 	}
 	var write func() error
 	switch mode {
-	case fencePut:
+	case fencePut, fencePutDB, fencePutTwoLocals:
+		args := []string{"put", "--resource", job, "--dest", os.Getenv("CHAOS_DEST")}
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "BATON_DB=") {
+				env = append(env, kv)
+			}
+		}
+		if mode == fencePutDB {
+			args = append(args, "--db", os.Getenv("BATON_DB"))
+		}
 		write = func() error {
-			cmd := exec.Command(os.Getenv("CHAOS_BATON"), "put", "--resource", job, "--dest", os.Getenv("CHAOS_DEST"))
+			cmd := exec.Command(os.Getenv("CHAOS_BATON"), args...)
+			cmd.Env = env
 			cmd.Stdin = strings.NewReader(strconv.FormatInt(token, 10))
 			err := cmd.Run()
 			if cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == baton.ExitFenced {
@@ -161,9 +177,10 @@ type chaosEnv struct {
 	s      store
 	dsn    string
 	mode   string
-	env    []string                 // for the writers, beside s.env
-	dest   func(job string) string  // put: the file each job writes
-	commit func(job string) []int64 // accepted tokens in commit order; nil: judge from the log alone
+	env    []string                   // for the writers, beside s.env
+	dest   func(job string) string    // put: the file each job writes
+	hosts  func(host string) []string // two-host puts: the env of host "a" or "b"
+	commit func(job string) []int64   // accepted tokens in commit order; nil: judge from the log alone
 }
 
 // runChaos runs trials of the pause-and-takeover scenario, a few at a time
@@ -184,9 +201,18 @@ func runChaos(t *testing.T, mode string, trials int) chaosResult {
 	}
 	ce := &chaosEnv{s: s, dsn: dsn, mode: mode}
 	switch mode {
-	case fencePut:
+	case fencePut, fencePutDB, fencePutTwoLocals:
 		dir := t.TempDir()
 		ce.env = []string{"BATON_LOCK_DIR=" + filepath.Join(dir, "locks"), "CHAOS_BATON=" + batonBin}
+		if mode != fencePut {
+			ce.env = []string{"CHAOS_BATON=" + batonBin}
+			// Each trial's holders A and B run on hosts of their own.
+			ce.hosts = func(host string) []string {
+				d := filepath.Join(dir, "host-"+host)
+				os.MkdirAll(d, 0o755)
+				return []string{"BATON_LOCK_DIR=" + d}
+			}
+		}
 		ce.dest = func(job string) string { return filepath.Join(dir, job+".out") }
 	case fenceHTTP:
 		// The result store: an HTTP service whose writes go through the
@@ -269,10 +295,10 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "log")
 	writesA, writesB := 300, 20
-	if ce.mode == fencePut { // each write runs baton put: fewer, slower writes
+	if ce.mode == fencePut || ce.hosts != nil { // each write runs baton put: fewer, slower writes
 		writesA, writesB = 40, 5
 	}
-	writer := func(writes int, args ...string) *exec.Cmd {
+	writer := func(writes int, host string, args ...string) *exec.Cmd {
 		cmd := exec.Command(batonBin, append(args, "--", os.Args[0])...)
 		cmd.Env = append(os.Environ(), ce.s.env...)
 		cmd.Env = append(cmd.Env, ce.env...)
@@ -281,12 +307,15 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		if ce.dest != nil {
 			cmd.Env = append(cmd.Env, "CHAOS_DEST="+ce.dest(job))
 		}
+		if ce.hosts != nil {
+			cmd.Env = append(cmd.Env, ce.hosts(host)...)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Error(err)
 		}
 		return cmd
 	}
-	a := writer(writesA, "run", "--ttl", ttl.String(), "--kill-after", "100ms", job)
+	a := writer(writesA, "a", "run", "--ttl", ttl.String(), "--kill-after", "100ms", job)
 	// Let A write for a moment, then freeze its whole tree mid-flight.
 	time.Sleep(time.Duration(150+rng.IntN(100)) * time.Millisecond)
 	tree := append([]int{a.Process.Pid}, descendantsOf(a.Process.Pid)...)
@@ -294,7 +323,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		syscall.Kill(pid, syscall.SIGSTOP)
 	}
 	// A generous wait: on a loaded machine A's own writes may take seconds.
-	b := writer(writesB, "run", "--wait", "60s", "--ttl", ttl.String(), job)
+	b := writer(writesB, "b", "run", "--wait", "60s", "--ttl", ttl.String(), job)
 	// Pauses from well inside to well past A's term: some end before its
 	// expiry, some just after, some long after B has written.
 	time.Sleep(time.Duration(100+rng.IntN(1100)) * time.Millisecond)
@@ -310,7 +339,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		committed = ce.commit(job)
 	}
 	r := judge(t, committed, logPath)
-	if r.staleAccepted > 0 && ce.mode != fenceNone || r.violations > 0 && ce.mode != fenceNone || os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
+	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals || os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
 		log, _ := os.ReadFile(logPath)
 		t.Logf("%s: %+v; A exit %d, B exit %d; log tail %q", job, r, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
 	}
@@ -445,6 +474,7 @@ func TestChaos(t *testing.T) {
 		{"same-database fence", fenceLease},
 		{"high-water fence", fenceHighWater},
 		{"baton put", fencePut},
+		{"baton put --db from two hosts", fencePutDB},
 		{"HTTP middleware", fenceHTTP},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
@@ -459,6 +489,14 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
+	t.Run("control-"+fencePutTwoLocals, func(t *testing.T) {
+		t.Parallel()
+		r := runChaos(t, fencePutTwoLocals, chaosTrials(t)/2)
+		t.Logf("baton put from two hosts, each fencing on its own disk (control): %+v", r)
+		if r.staleAccepted == 0 {
+			t.Fatalf("two hosts fencing on their own disks accepted no stale write (%+v): the put-db scenario cannot show what the shared fence prevents", r)
+		}
+	})
 	t.Run("control", func(t *testing.T) {
 		t.Parallel()
 		r := runChaos(t, fenceNone, chaosTrials(t)/2)
