@@ -269,6 +269,12 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	}()
 	err = <-started
 	resultW.Close()
+	if errors.Is(err, syscall.E2BIG) {
+		// The guard's exec carries the command's arguments and environment:
+		// the kernel refuses them, as it would the command's own exec.
+		logf("cannot run %s: its arguments and environment are larger than the kernel accepts (E2BIG)", argv[0])
+		return Result{ExitCode: 126, ReleaseErr: s.release(term)}
+	}
 	if err != nil {
 		logf("cannot start the guard of the command: %v", err)
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}

@@ -17,12 +17,45 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/supervise"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(Main(ctx, os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, LookupEnv: os.LookupEnv}))
+}
+
+// Interrupted is the cause of a context cancelled by a signal to baton.
+type Interrupted struct{ Signal syscall.Signal }
+
+func (i Interrupted) Error() string { return "interrupted by " + unix.SignalName(i.Signal) }
+
+// notifyContext is signal.NotifyContext with a cause that names the signal
+// (Interrupted), so that a command stopped by it exits 128+n, as a shell
+// reports a process that a signal ended.
+func notifyContext(parent context.Context, sigs ...os.Signal) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, sigs...)
+	go func() {
+		select {
+		case sig := <-c:
+			cancel(Interrupted{sig.(syscall.Signal)})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(c); cancel(nil) }
+}
+
+// interrupted returns the exit status for a ctx cancelled by a signal to
+// baton, and whether it was.
+func interrupted(ctx context.Context) (ExitError, bool) {
+	var i Interrupted
+	if errors.As(context.Cause(ctx), &i) {
+		return ExitError{128 + int(i.Signal)}, true
+	}
+	return ExitError{}, false
 }
 
 // Env is what a subcommand may touch of the outside world.

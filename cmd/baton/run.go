@@ -125,7 +125,7 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 	defer cancel()
 	st, err := c.store.open(ctx, c.env, "run", true)
 	if err != nil {
-		return err
+		return c.stopped(ctx, job, err)
 	}
 	defer st.close()
 	info := st.leaser.Info()
@@ -157,7 +157,10 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		return err
 	})
 	if err != nil {
-		return err
+		return c.stopped(ctx, job, err)
+	}
+	if e, ok := interrupted(ctx); ok && grant.Busy() {
+		return c.stopped(ctx, job, e)
 	}
 	if grant.Busy() {
 		rep.Outcome = baton.OutcomeSkippedOverlap
@@ -212,6 +215,19 @@ func (c *RunCommand) run(ctx context.Context, job string, command []string, rep 
 		fmt.Fprintf(c.env.Stderr, "baton: warning: could not release the lease of %s (token %d); it expires by itself: %v\n", job, grant.Term.Token, res.ReleaseErr)
 	}
 	return ExitError{res.ExitCode}
+}
+
+// stopped is the error of a run that ended before its command started:
+// err, unless a signal to baton ended it (while it opened the store or
+// waited for the lease); then it says so and exits 128+n, as a shell
+// reports a process that signal ended, never busy (75) or unavailable (69).
+func (c *RunCommand) stopped(ctx context.Context, job string, err error) error {
+	e, ok := interrupted(ctx)
+	if !ok {
+		return err
+	}
+	fmt.Fprintf(c.env.Stderr, "baton: job %s not run: %v before its lease was taken\n", job, context.Cause(ctx))
+	return e
 }
 
 func (c *RunCommand) validate(pos []string, sep int, command []string) error {
