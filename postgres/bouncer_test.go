@@ -105,7 +105,7 @@ func TestBouncerFences(t *testing.T) {
 	})
 
 	// The same-database fence: a takeover waits for a fenced transaction of
-	// the old term (its FOR SHARE lock lives on the transaction's server
+	// the old term (its FOR KEY SHARE lock lives on the transaction's server
 	// connection), and the old term is refused once the new one exists.
 	t.Run("Lease", func(t *testing.T) {
 		old := leasetest.MustAcquire(t, l, "job", 300*time.Millisecond)

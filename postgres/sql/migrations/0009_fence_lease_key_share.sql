@@ -15,7 +15,11 @@
 --   renewal, release, revoke (set lease_until, released_at,
 --     revoke_requested_at only)                        FOR NO KEY UPDATE:
 --     do not wait.
--- Renewals stay HOT updates: lease_until is in no index.
+-- Renewals stay HOT updates: lease_until is in no index. A contender for a
+-- live lease still waits for a fenced transaction (its upsert locks the row
+-- before its WHERE finds the lease held), as it did before; so 0007's
+-- delete trigger, which gives up rather than queue renewals behind such a
+-- wait, still has work to do, though a renewal itself no longer waits.
 create unique index job_leases_term on @schema@.job_leases (job_key, fencing_token);
 
 -- Tokens. A NULL token passed (current > NULL is NULL), and so did any
