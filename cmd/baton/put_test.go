@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -349,6 +351,40 @@ func TestFenceShowReset(t *testing.T) {
 		}
 		if r := s.run(t, "fence", "show", "a/b"); r.code != 64 {
 			t.Fatalf("fence show of a bad resource: exit %d", r.code)
+		}
+	})
+}
+
+// Concurrent puts of one file, from two hosts on PostgreSQL (one host
+// locally): whatever order they run in, the file ends holding the highest
+// token's data, since no lower token renames after a higher one.
+func TestPutConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, s store) {
+		hosts := [][]string{nil, nil}
+		if s.dsn != "" {
+			hosts = [][]string{{"BATON_LOCK_DIR=" + t.TempDir()}, {"BATON_LOCK_DIR=" + t.TempDir()}}
+		}
+		dest := filepath.Join(t.TempDir(), "shared.csv")
+		tokens := []int{7, 3, 12, 1, 9, 5, 11, 2, 10, 4, 8, 6}
+		codes := make([]int, len(tokens))
+		var wg sync.WaitGroup
+		for i, tok := range tokens {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				env := append([]string{"BATON_FENCING_TOKEN=" + strconv.Itoa(tok)}, hosts[i%2]...)
+				codes[i] = s.put(t, strconv.Itoa(tok)+"\n", env, "--resource", "shared", "--dest", dest).code
+			}()
+		}
+		wg.Wait()
+		for i, c := range codes {
+			if c != 0 && c != 77 {
+				t.Errorf("put with %d: exit %d", tokens[i], c)
+			}
+		}
+		if b, _ := os.ReadFile(dest); string(b) != "12\n" {
+			t.Fatalf("after concurrent puts the file holds %q, want the highest token's 12 (exits %v for %v)", b, codes, tokens)
 		}
 	})
 }
