@@ -43,6 +43,13 @@ type Transport struct {
 	Token int64
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base nethttp.RoundTripper
+	// SignKey, if set, is the fence key shared with the receiver's Fence
+	// ([FenceKey]): each request then carries Fencing-Token-Signature, the
+	// token signed over Resource ([SignToken]).
+	SignKey []byte
+	// Resource is the resource the receiver fences, for the signature:
+	// under baton, the job's name (BATON_JOB). Required with SignKey.
+	Resource string
 }
 
 // RoundTrip sends a copy of req with the token added: a RoundTripper must
@@ -55,9 +62,22 @@ func (t *Transport) RoundTrip(req *nethttp.Request) (*nethttp.Response, error) {
 		}
 		return nil, baton.Invalid("token", "%d is not a fencing token: tokens start at 1; set Transport.Token (see TokenFromEnv)", t.Token)
 	}
+	if t.SignKey != nil {
+		err := checkKey("SignKey", t.SignKey)
+		if err == nil {
+			err = baton.ValidateResource(t.Resource)
+		}
+		if err != nil {
+			closeRequestBody(req)
+			return nil, baton.Invalid("Resource", "a Transport with a SignKey signs its token over Resource, the resource the receiver fences: %v", err)
+		}
+	}
 	if len(req.Header.Values(TokenHeader)) == 0 {
 		req = req.Clone(req.Context())
 		SetFencingToken(req, t.Token)
+		if t.SignKey != nil {
+			req.Header.Set(TokenSignatureHeader, SignToken(t.SignKey, t.Resource, t.Token))
+		}
 	}
 	base := t.Base
 	if base == nil {

@@ -38,8 +38,31 @@ import (
 // When resource reads a path wildcard ([ResourceFromPathValue]), wrap the
 // route's handler inside the ServeMux, not the ServeMux: wildcards are
 // known only once the mux has matched a route.
-func Fence(hw baton.HighWater, resource func(*nethttp.Request) (string, error)) func(nethttp.Handler) nethttp.Handler {
-	return newFencer(hw, resource).wrap
+func Fence(hw baton.HighWater, resource func(*nethttp.Request) (string, error), opts ...FenceOption) func(nethttp.Handler) nethttp.Handler {
+	f := newFencer(hw, resource)
+	for _, o := range opts {
+		o(f)
+	}
+	return f.wrap
+}
+
+// A FenceOption configures Fence.
+type FenceOption func(*fencer)
+
+// FenceKey makes Fence take signed tokens only: a write must carry
+// Fencing-Token-Signature, the HMAC of its resource and token with key
+// ([SignToken]), or it is answered 403 (ProblemTokenSignature) and the
+// mark does not move. Without it, anyone who can reach the route can send
+// any token, the largest one included, and pin the mark there. Give the
+// key to the writers (baton http: BATON_FENCE_KEY or --fence-key-file;
+// Go: [Transport].SignKey) and to no one else. key is at least
+// MinFenceKeyLen bytes: a shorter one panics, as a bug of the caller's.
+func FenceKey(key []byte) FenceOption {
+	if err := checkKey("FenceKey", key); err != nil {
+		panic("baton/http: " + err.Error())
+	}
+	key = append([]byte(nil), key...)
+	return func(f *fencer) { f.key = key }
 }
 
 // fencer is Fence's state, apart so that tests can reach the lock table.
@@ -48,6 +71,8 @@ type fencer struct {
 	resource func(*nethttp.Request) (string, error)
 	locks    *resourceLocks // nil only in the test that shows why it exists
 	log      *slog.Logger   // nil: slog.Default() at the time of the error
+	key      []byte         // nil: tokens need no signature
+	tx       *txStore       // nil: hw's marks are advanced on their own
 }
 
 func newFencer(hw baton.HighWater, resource func(*nethttp.Request) (string, error)) *fencer {
@@ -56,7 +81,7 @@ func newFencer(hw baton.HighWater, resource func(*nethttp.Request) (string, erro
 		// better found at start-up than on the first write.
 		panic("baton/http: Fence needs a HighWater and a resource function")
 	}
-	return &fencer{hw: hw, resource: resource, locks: &resourceLocks{m: map[string]*resourceLock{}}}
+	return &fencer{hw: hw, resource: resource, locks: &resourceLocks{m: map[string]*resourceLock{}}, tx: txStoreOf(hw)}
 }
 
 func (f *fencer) wrap(next nethttp.Handler) nethttp.Handler {
@@ -78,6 +103,12 @@ func (f *fencer) wrap(next nethttp.Handler) nethttp.Handler {
 			f.fail(w, r, err, nil)
 			return
 		}
+		if f.key != nil {
+			if p := verifyToken(r, f.key, resource, token); p != nil {
+				writeProblem(w, p)
+				return
+			}
+		}
 		ctx := r.Context()
 		if f.locks != nil {
 			unlock, err := f.locks.lock(ctx, resource)
@@ -86,6 +117,10 @@ func (f *fencer) wrap(next nethttp.Handler) nethttp.Handler {
 				return
 			}
 			defer unlock()
+		}
+		if f.tx != nil {
+			f.serveInTx(w, r, next, resource, token)
+			return
 		}
 		if err := f.hw.Advance(ctx, resource, token); err != nil {
 			var ext map[string]any

@@ -178,10 +178,20 @@ type IdempotentTransport struct {
 	// half so that clients that failed together do not retry together.
 	// Zero means DefaultMinBackoff, DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// AttemptTimeout bounds each attempt until its answer's headers
-	// arrive; 0 means no bound but the request's context. The body of the
-	// returned answer is read under the request's context.
+	// AttemptTimeout bounds each attempt, from its start to the end of
+	// its answer's body: a body still being read when it runs out is cut
+	// off, and its Read fails with an error naming the bound (a net.Error
+	// whose Timeout is true). Answers not returned are bounded alike. 0
+	// means no bound but the request's context. Read the body of the
+	// returned answer before the bound, or set none and bound the
+	// request's context instead.
 	AttemptTimeout time.Duration
+	// BufferAnswer, when above 0, has each attempt read up to that many
+	// bytes of its answer's body before the answer is returned, so that
+	// an answer cut off (by AttemptTimeout, or a lost connection) is
+	// retried as one that never came. The rest of a longer body is read
+	// by the caller, still under AttemptTimeout.
+	BufferAnswer int64
 	// MaxBufferedBody bounds the body read into memory for a request
 	// without GetBody; 0 means DefaultMaxBufferedBody.
 	MaxBufferedBody int64
@@ -315,7 +325,13 @@ func (t *IdempotentTransport) try(req *nethttp.Request, header string, body func
 		base = nethttp.DefaultTransport
 	}
 	resp, err := base.RoundTrip(areq)
-	timedOut := timer != nil && !timer.Stop()
+	// The timer goes on running while the answer's body is read: the
+	// bound is on the whole exchange, or a server that drips its body, or
+	// never ends it, would hold the caller for as long as it likes.
+	timedOut := context.Cause(ctx) == errAttemptTimedOut
+	if err != nil && timer != nil {
+		timedOut = !timer.Stop() || timedOut
+	}
 	if err == nil && timedOut {
 		// The answer came as the timer fired, and its body is cut off.
 		// Treat it as lost: a receiver that keeps keys answers again.
@@ -340,8 +356,58 @@ func (t *IdempotentTransport) try(req *nethttp.Request, header string, body func
 		return a
 	}
 	a.resp = resp
+	if timer != nil {
+		a.cancel = func() { timer.Stop(); cancel(nil) }
+		resp.Body = &boundedBody{ReadCloser: resp.Body, ctx: ctx, timeout: t.AttemptTimeout, n: n}
+	}
+	if t.BufferAnswer > 0 {
+		buf, err := io.ReadAll(io.LimitReader(resp.Body, t.BufferAnswer))
+		if err != nil {
+			// Cut off: as an answer that never came, but the request
+			// has certainly arrived.
+			resp.Body.Close()
+			a.cancel()
+			a.resp, a.err, a.sent = nil, fmt.Errorf("attempt %d: answered %s, but its body was cut off: %w", n, resp.Status, err), true
+			if errors.Is(err, errAttemptTimedOut) || context.Cause(ctx) == errAttemptTimedOut {
+				a.err = fmt.Errorf("attempt %d: no answer within %s (answered %s, but its body did not end in time)", n, t.AttemptTimeout, resp.Status)
+			}
+			return a
+		}
+		rest := resp.Body
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(buf), rest), rest}
+	}
 	return a
 }
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// boundedBody is the body of an answer read under AttemptTimeout: once
+// the bound has passed, a read fails with an error that names it.
+type boundedBody struct {
+	io.ReadCloser
+	ctx     context.Context
+	timeout time.Duration
+	n       int
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && context.Cause(b.ctx) == errAttemptTimedOut {
+		err = &bodyTimeoutError{fmt.Errorf("attempt %d: the answer's body was not read within %s: %w", b.n, b.timeout, err)}
+	}
+	return n, err
+}
+
+// bodyTimeoutError is a body cut off by AttemptTimeout; a net.Error whose
+// Timeout is true, as net/http's own are.
+type bodyTimeoutError struct{ error }
+
+func (e *bodyTimeoutError) Timeout() bool   { return true }
+func (e *bodyTimeoutError) Temporary() bool { return true }
+func (e *bodyTimeoutError) Unwrap() error   { return e.error }
 
 // replayable returns a function that gives the body of each attempt, nil
 // for a request without one. It closes req.Body on error.
@@ -421,7 +487,10 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 // retryableStatus reports the answers that a later attempt may change.
 func retryableStatus(code int) bool {
 	switch code {
-	case nethttp.StatusRequestTimeout, nethttp.StatusConflict, nethttp.StatusTooManyRequests:
+	case nethttp.StatusRequestTimeout, nethttp.StatusConflict, nethttp.StatusTooEarly, nethttp.StatusTooManyRequests:
+		// 425 Too Early: the server would not take a request that TLS
+		// early data might replay; sent again after the handshake, it
+		// takes it (RFC 8470 §5.2).
 		return true
 	case nethttp.StatusNotImplemented, nethttp.StatusHTTPVersionNotSupported:
 		return false
