@@ -26,8 +26,14 @@ import (
 // From the advance until next returns, Fence holds a lock on the resource,
 // so that writes to one resource run one at a time in this process. Without
 // it, a request with token 33 could pass the fence, then one with 34 pass
-// and write, then 33 write over 34's work. The lock is in memory: see the
-// package documentation for stores served by more than one process. A
+// and write, then 33 write over 34's work. The lock is in memory. When hw
+// is baton's own PostgreSQL or SQLite store (*postgres.DB, *sqlite.DB),
+// Fence also raises the mark in a transaction of that database, hands it
+// to next ([TxFromContext]) for the write, and commits it after next
+// returns a status below 400 (rolls it back otherwise, and on a panic):
+// the mark's row lock then holds the writers of every process that serves
+// the database, and the write commits with the mark. next's answer is
+// buffered until the commit. See the package documentation. A
 // request waits for the lock until its context ends; to bound the wait of
 // writes queued behind a slow one, put Fence inside http.TimeoutHandler.
 //

@@ -20,17 +20,38 @@
 //
 // A fence that checks and then lets the write go ahead is a check-then-act:
 // between the two, a newer term can pass the fence and write, and the older
-// write lands on top of it. [Fence] closes that window by holding a lock per
-// resource from the check until the handler returns. The lock lives in this
-// process's memory, which makes the fence correct for a result store served
-// by one process. A result store served by several processes (replicas
-// behind a load balancer, several instances of a serverless function) holds
-// one lock per process, so two of them can still interleave: such a store
-// must fence inside the database transaction of the write itself, as
-// [github.com/batonhq/baton/postgres.Fence] and
-// [github.com/batonhq/baton/sqlite.Fence] do (the row they raise stays
-// locked until the commit, so the check and the write commit together). Such
-// a store reads the token with [RequestToken] and does not use [Fence].
+// write lands on top of it. [Fence] closes that window in one of two ways,
+// chosen by the HighWater it is given:
+//
+//   - With baton's own stores, *postgres.DB and *sqlite.DB, the mark is
+//     raised in a transaction of that database which Fence hands to the
+//     handler ([TxFromContext]) and commits after it, when its status is
+//     below 400. The handler writes its result in that transaction, so the
+//     result and the mark commit together; and the mark's row stays locked
+//     until then, so a newer token's write waits for an older one in
+//     flight, in this process or any other that serves the same database.
+//     This is the pattern for a store served by several processes (see
+//     examples/results). On SQLite, the handler must write in that
+//     transaction: a second write transaction on the same database would
+//     wait for it.
+//   - With any other HighWater (a map in memory, a table elsewhere), Fence
+//     holds a lock per resource in this process's memory from the check
+//     until the handler returns. That is correct for a store served by one
+//     process only: two processes hold a lock each and can still
+//     interleave. A store served by several processes fences inside the
+//     transaction of its own write instead, with postgres.Fence or
+//     sqlite.Fence and [RequestToken], or uses one of baton's stores as
+//     above.
+//
+// # Who may send a token
+//
+// A fence that cannot see the lease store takes any token it is sent: a
+// client that can reach the route can send 9223372036854775807 and pin the
+// mark there, refusing every legitimate writer from then on. Either only
+// the jobs run by baton can reach the route (a private network, mutual
+// TLS, an authenticating proxy), or the fence takes signed tokens only:
+// [FenceKey] on the server, [Transport].SignKey (or baton http with
+// BATON_FENCE_KEY) on the writers, sharing one key that no one else holds.
 package http
 
 // Header and variable names, the same on both sides.

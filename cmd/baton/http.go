@@ -23,8 +23,8 @@ Usage: baton http METHOD URL [flags]
 
 Sends one HTTP request for a shell job and prints the answer's body to
 stdout. A write is sent with an idempotency key and, when it gets no answer
-(a timeout, a lost connection) or one that may change (408, 409, 429, 5xx
-but 501 and 505), sent again with the same key, after a backoff with jitter
+(a timeout, a lost connection, an answer whose body did not end within
+--timeout) or one that may change (408, 409, 425, 429, 5xx but 501 and 505), sent again with the same key, after a backoff with jitter
 or the answer's Retry-After, whichever is longer, but never longer than
 --max-backoff:
 
@@ -43,7 +43,11 @@ and GET, HEAD, OPTIONS and TRACE are sent without one.
 
 With BATON_FENCING_TOKEN set (baton run and the daemon set it) the request
 carries the run's token in a Fencing-Token header, for receivers that fence
-their writes (see baton put).
+their writes (see baton put). With a fence key (--fence-key-file FILE, else
+BATON_FENCE_KEY; at least 16 bytes) it also carries
+Fencing-Token-Signature, an HMAC-SHA256 with the key over the token and the
+resource the receiver fences (--fence-resource, else BATON_JOB), for a
+receiver that takes signed tokens only.
 
 --data TEXT sends TEXT as it is (add a Content-Type with -H); --json TEXT
 sends JSON, checked before anything is sent, with Content-Type:
@@ -53,9 +57,9 @@ look like success without having written anything.
 
 Exit status:
   0   answered 2xx
-  65  answered 3xx, or 4xx but 408, 409 and 429: the request was refused as
-      sent, and would be again (EX_DATAERR)
-  69  no success after every attempt: answered 5xx, 408, 409 or 429, or no
+  65  answered 3xx, or 4xx but 408, 409, 425 and 429: the request was
+      refused as sent, and would be again (EX_DATAERR)
+  69  no success after every attempt: answered 5xx, 408, 409, 425 or 429, or no
       answer from a server that the request never reached (EX_UNAVAILABLE)
   77  answered 409 for a stale fencing token: a newer run has taken over
   78  outcome unknown: no answer after an attempt that may have arrived
@@ -68,6 +72,11 @@ The body of every answer, 2xx or not, goes to stdout; why it failed, and
 each retry, to stderr.
 `
 
+// maxBufferedAnswer is how much of an answer's body baton http reads
+// within its attempt; the rest of a longer one is copied to stdout as it
+// comes, still within --timeout.
+const maxBufferedAnswer = 16 << 20
+
 // exitRefused is EX_DATAERR: the request was answered, and refused as sent.
 // Not a baton.Exit* status: only baton http has answers to pass on.
 const exitRefused = 65
@@ -79,6 +88,8 @@ type HTTPCommand struct {
 	data, json       *string // nil: not given
 	key              *string // nil: not given
 	headers          []header
+	fenceKeyFile     string
+	fenceResource    *string // nil: not given
 	attempts         int
 	timeout, backoff time.Duration
 }
@@ -92,8 +103,10 @@ func (c *HTTPCommand) Run(ctx context.Context, args []string) error {
 	fs.Func("json", "send `TEXT` (@FILE, @-), which must be JSON, with Content-Type: application/json", func(s string) error { c.json = &s; return nil })
 	fs.Func("H", "add a header, `'Name: value'`; repeatable", c.addHeader)
 	fs.Func("key", "the idempotency `KEY` (default $BATON_IDEMPOTENCY_KEY)", func(s string) error { c.key = &s; return nil })
+	fs.StringVar(&c.fenceKeyFile, "fence-key-file", "", "sign the fencing token with the key in `FILE` (default $"+batonhttp.FenceKeyEnv+")")
+	fs.Func("fence-resource", "the `NAME` the token is signed for: the resource the receiver fences (default $BATON_JOB)", func(s string) error { c.fenceResource = &s; return nil })
 	fs.IntVar(&c.attempts, "attempts", 5, "send at most `N` times")
-	durationFlag(fs, &c.timeout, "timeout", 30*time.Second, "give up on an attempt with no answer after `DURATION` (0: never)")
+	durationFlag(fs, &c.timeout, "timeout", 30*time.Second, "give up on an attempt whose answer, body included, has not ended after `DURATION` (0: never)")
 	durationFlag(fs, &c.backoff, "max-backoff", 30*time.Second, "wait at most `DURATION` between attempts")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -160,7 +173,11 @@ func (c *HTTPCommand) Run(ctx context.Context, args []string) error {
 		if err != nil || token < 1 {
 			return baton.Invalid(batonhttp.TokenEnv, "%q is not a fencing token (want an integer >= 1)", s)
 		}
-		base = &batonhttp.Transport{Token: token, Base: base}
+		t := &batonhttp.Transport{Token: token, Base: base}
+		if t.SignKey, t.Resource, err = c.fenceKey(); err != nil {
+			return err
+		}
+		base = t
 	}
 	where := method + " " + u.Redacted()
 	if key == "" && !idempotent(method) {
@@ -170,6 +187,9 @@ func (c *HTTPCommand) Run(ctx context.Context, args []string) error {
 	client := &nethttp.Client{
 		Transport: &batonhttp.IdempotentTransport{
 			Key: key, Base: base, MaxAttempts: c.attempts, MaxBackoff: c.backoff, AttemptTimeout: c.timeout,
+			// The answer is read within its attempt, so that --timeout
+			// bounds the whole exchange and a body cut off is retried.
+			BufferAnswer: maxBufferedAnswer,
 			OnRetry: func(_ int, why error, wait time.Duration) {
 				attempts++
 				fmt.Fprintf(c.env.Stderr, "baton http: %s: %v; sending it again in %s\n", where, why, wait.Round(time.Millisecond))
@@ -211,7 +231,7 @@ func (c *HTTPCommand) Run(ctx context.Context, args []string) error {
 	case fenced:
 		fmt.Fprintf(c.env.Stderr, "baton http: %s: answered %s%s: a newer run has taken over\n", where, resp.Status, detail)
 		return ExitError{baton.ExitFenced}
-	case code >= 500 || code == nethttp.StatusRequestTimeout || code == nethttp.StatusConflict || code == nethttp.StatusTooManyRequests:
+	case code >= 500 || code == nethttp.StatusRequestTimeout || code == nethttp.StatusConflict || code == nethttp.StatusTooEarly || code == nethttp.StatusTooManyRequests:
 		fmt.Fprintf(c.env.Stderr, "baton http: %s: answered %s%s%s\n", where, resp.Status, detail, after)
 		return ExitError{baton.ExitUnavailable}
 	default:
@@ -221,6 +241,40 @@ func (c *HTTPCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.env.Stderr, "baton http: %s: answered %s%s\n", where, resp.Status, detail)
 		return ExitError{exitRefused}
 	}
+}
+
+// fenceKey returns the fence key (--fence-key-file, else BATON_FENCE_KEY;
+// nil when neither is given) and the resource to sign the token for
+// (--fence-resource, else BATON_JOB).
+func (c *HTTPCommand) fenceKey() ([]byte, string, error) {
+	field := "--fence-key-file"
+	var key []byte
+	if c.fenceKeyFile != "" {
+		b, err := os.ReadFile(c.fenceKeyFile)
+		if err != nil {
+			return nil, "", baton.Invalid(field, "%v", err)
+		}
+		key = bytes.TrimRight(b, "\r\n")
+	} else if s := c.env.Getenv(batonhttp.FenceKeyEnv); s != "" {
+		field, key = batonhttp.FenceKeyEnv, []byte(s)
+	}
+	if key == nil {
+		return nil, "", nil
+	}
+	if len(key) < batonhttp.MinFenceKeyLen {
+		return nil, "", baton.Invalid(field, "the fence key is %d bytes; want at least %d", len(key), batonhttp.MinFenceKeyLen)
+	}
+	resource, rfield := c.env.Getenv("BATON_JOB"), "BATON_JOB"
+	if c.fenceResource != nil {
+		resource, rfield = *c.fenceResource, "--fence-resource"
+	}
+	if resource == "" {
+		return nil, "", baton.Invalid("--fence-resource", "a fence key signs the token over the resource the receiver fences: give --fence-resource, or run under baton, which sets BATON_JOB")
+	}
+	if err := baton.ValidateResource(resource); err != nil {
+		return nil, "", baton.Invalid(rfield, "%v", err)
+	}
+	return key, resource, nil
 }
 
 // body returns the request's body and its content type, from --data or
