@@ -6,6 +6,7 @@ import (
 	"io"
 	nethttp "net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	batonhttp "github.com/batonhq/baton/http"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/sqlite"
 )
 
 // sharedResults is a result store that two servers write to, each write
@@ -139,5 +141,52 @@ func TestFenceSpansProcessesWithPostgres(t *testing.T) {
 			t.Errorf("trial %d: the store holds token %d's write, want %d's (old answered %d, newer %d): a stale write landed after a newer one",
 				trial, last, base+1, oldStatus, newerStatus)
 		}
+	}
+}
+
+// The same with baton's SQLite store, the file shared by two processes
+// (two handles here): B's fence waits for A's write transaction, so 34
+// writes after 33, or B gives up waiting (503): 33 never lands last.
+func TestFenceSpansProcessesWithSQLite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "marks.db")
+	var dbs [2]*sqlite.DB
+	for i := range dbs {
+		db, err := sqlite.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		dbs[i] = db
+	}
+	s := &sharedResults{last: map[string]int64{}, gates: map[int64]chan struct{}{}, passed: make(chan int64, 4)}
+	var srv [2]*httptest.Server
+	for i, db := range dbs {
+		mux := nethttp.NewServeMux()
+		mux.Handle("PUT /results/{job}", batonhttp.Fence(db, batonhttp.ResourceFromPathValue("job"))(s.handler()))
+		srv[i] = httptest.NewServer(mux)
+		t.Cleanup(srv[i].Close)
+	}
+	gate := make(chan struct{})
+	s.gates[33] = gate
+	old := putResult(srv[0].URL, 33)
+	<-s.passed
+	newer := putResult(srv[1].URL, 34)
+	newerStatus := 0
+	select {
+	case newerStatus = <-newer: // the bug: 34 did not wait
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate)
+	<-old
+	if newerStatus == 0 {
+		newerStatus = <-newer
+	}
+	s.mu.Lock()
+	last := s.last["nightly"]
+	s.mu.Unlock()
+	if last == 33 && newerStatus == nethttp.StatusNoContent {
+		t.Fatalf("the store holds 33's write after 34 was answered %d: a stale write landed after a newer one", newerStatus)
 	}
 }
