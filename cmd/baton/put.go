@@ -216,8 +216,11 @@ func (c *PutCommand) Run(ctx context.Context, args []string) error {
 // Then a second transaction takes the mark's row lock (postgres.Fence
 // again: it refuses if a higher token came in between) and holds it across
 // the rename, so that writers on other hosts rename in token order. A
-// failed rename leaves the mark at this token, which refuses only tokens
-// below one that was issued; the destination was checked before.
+// failed rename puts the previous mark back, in that transaction, if the
+// row is still the version the first one wrote (its xmin): then no other
+// writer passed the mark since, and nothing was written under it. A crash
+// between the two leaves the mark raised, which refuses only tokens below
+// one that was issued.
 func (c *PutCommand) writePostgres(ctx context.Context, job string, token int64, rename func() error) error {
 	st, err := c.store.open(ctx, c.env, "put", true)
 	if err != nil {
@@ -230,8 +233,32 @@ func (c *PutCommand) writePostgres(ctx context.Context, job string, token int64,
 			return err
 		}
 	}
+	table := pgx.Identifier{db.Schema(), "fence"}.Sanitize()
 	fence := func(tx pgx.Tx) error { return postgres.Fence(ctx, tx, db.Schema(), c.resource, token) }
-	if err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, fence); err != nil {
+	// version is the row's xmin, "" without a row; it locks the row.
+	version := func(tx pgx.Tx) (mark int64, xmin string, err error) {
+		err = tx.QueryRow(ctx, "select token, xmin::text from "+table+" where resource = $1 for update", c.resource).Scan(&mark, &xmin)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, "", nil
+		}
+		return mark, xmin, err
+	}
+	var prev int64
+	var raised string // the row version of our raise; "" when the mark was already token
+	err = pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+		var err error
+		if prev, _, err = version(tx); err != nil {
+			return err
+		}
+		if err := fence(tx); err != nil {
+			return err
+		}
+		if prev < token {
+			_, raised, err = version(tx)
+		}
+		return err
+	})
+	if err != nil {
 		return fenceErr(err, c.resource)
 	}
 	tx, err := db.Pool().Begin(ctx)
@@ -239,10 +266,26 @@ func (c *PutCommand) writePostgres(ctx context.Context, job string, token int64,
 		return baton.Wrap(baton.EUNAVAILABLE, err, "fencing %s", c.resource)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	_, current, err := version(tx)
+	if err != nil {
+		return fenceErr(err, c.resource)
+	}
 	if err := fence(tx); err != nil {
 		return fenceErr(err, c.resource)
 	}
 	if err := rename(); err != nil {
+		if raised != "" && current == raised {
+			q := "update " + table + " set token = $2, updated_at = clock_timestamp() where resource = $1"
+			if prev == 0 {
+				q = "delete from " + table + " where resource = $1 and $2::bigint = 0"
+			}
+			if _, rerr := tx.Exec(ctx, q, c.resource, prev); rerr != nil {
+				return fmt.Errorf("%w; and the fence of %s stays at %d: %v", err, c.resource, token, rerr)
+			}
+			if rerr := tx.Commit(ctx); rerr != nil {
+				return fmt.Errorf("%w; and the fence of %s may stay at %d: %v", err, c.resource, token, rerr)
+			}
+		}
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -388,3 +388,25 @@ func TestPutConcurrentWriters(t *testing.T) {
 		}
 	})
 }
+
+// A write that fails after the destination was checked (here the producer
+// turns it into a directory, so the rename fails) raises no mark.
+func TestPutFailedRenameRaisesNothing(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, s store) {
+		dest := filepath.Join(t.TempDir(), "out")
+		if r := s.put(t, "five\n", []string{"BATON_FENCING_TOKEN=5"}, "--resource", "r", "--dest", dest); r.code != 0 {
+			t.Fatalf("put: exit %d %s", r.code, r.stderr)
+		}
+		r := s.put(t, "", []string{"BATON_FENCING_TOKEN=9"}, "--resource", "r", "--dest", dest, "--", "sh", "-c", `rm -f "$0" && mkdir "$0" && echo nine`, dest)
+		if r.code == 0 {
+			t.Fatal("put over a directory: exit 0")
+		}
+		if err := os.Remove(dest); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.put(t, "six\n", []string{"BATON_FENCING_TOKEN=6"}, "--resource", "r", "--dest", dest); r.code != 0 {
+			t.Fatalf("put with 6 after a failed put with 9: exit %d %s", r.code, r.stderr)
+		}
+	})
+}
