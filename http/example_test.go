@@ -13,8 +13,12 @@ import (
 	batonhttp "github.com/batonhq/baton/http"
 )
 
-// marks stands in for a real baton.HighWater, such as the result store's
-// own database: the highest token per resource, in memory.
+// marks stands in for a real baton.HighWater: the highest token per
+// resource, in memory. With such a mark, Fence is correct for a store
+// served by one process only. Given baton's own *postgres.DB or
+// *sqlite.DB instead, Fence raises the mark in a transaction that the
+// handler writes in (TxFromContext), which holds across processes: see
+// examples/results for a service of two processes.
 type marks struct {
 	mu sync.Mutex
 	m  map[string]int64
