@@ -1,11 +1,9 @@
 package supervise
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"runtime"
@@ -24,7 +22,7 @@ const GuardCommand = "__guard"
 const (
 	guardResultFD = 3 // the guard writes its guardReports here, then exits
 	guardLockFD   = 4 // optional: the local lock, held until the tree is gone
-	guardTrustFD  = 5 // with --trust-until: each renewal's new trust deadline
+	guardTrustFD  = 5 // with --trust: the trust cell (trust.go)
 )
 
 // Signals between supervisor and guard. Others (INT, TERM, HUP, QUIT) are
@@ -67,23 +65,26 @@ func GuardMain(args []string) int {
 	killAfter := flags.Duration("kill-after", 10*time.Second, "")
 	ppid := flags.Int("ppid", 0, "")
 	path := flags.String("path", "", "")
-	// The term's trust deadline on the boot clock (nanoseconds), when the
-	// lease can expire (PostgreSQL); the supervisor extends it through
-	// guardTrustFD after each renewal. 0: the lease lasts as long as the
-	// lock's descriptor, which the guard holds (flock).
-	trustUntil := flags.Int64("trust-until", 0, "")
+	// The term can expire (PostgreSQL): guardTrustFD is its trust cell,
+	// which the supervisor extends after each renewal. Without it the lease
+	// lasts as long as the lock's descriptor, which the guard holds (flock).
+	trust := flags.Bool("trust", false, "")
 	if err := flags.Parse(args); err != nil || flags.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "baton: __guard is internal to baton run")
 		return 70
 	}
 	argv := flags.Args()
-	g := &guard{strays: *strays, killAfter: *killAfter, self: os.Getpid(), trustUntil: *trustUntil}
+	g := &guard{strays: *strays, killAfter: *killAfter, self: os.Getpid()}
 	result := os.NewFile(guardResultFD, "result")
 	syscall.CloseOnExec(guardResultFD)
 	syscall.CloseOnExec(guardLockFD) // EBADF when there is no lock: fine
-	if g.trustUntil != 0 {
+	if *trust {
 		syscall.CloseOnExec(guardTrustFD)
-		g.extensions = readExtensions(os.NewFile(guardTrustFD, "trust"))
+		cell, err := mapTrustCell(os.NewFile(guardTrustFD, "trust"))
+		if err != nil {
+			return g.finish(result, guardResult{ExitCode: 70, Error: "cannot read the lease's trust window: " + err.Error()})
+		}
+		g.trust = cell
 	}
 
 	// The command's Pdeathsig is tied to the thread that forks it: keep
@@ -100,7 +101,7 @@ func GuardMain(args []string) int {
 
 	// A supervisor frozen between taking the term and starting this guard
 	// hands it a deadline already past: the command must not start at all.
-	if g.trustUntil != 0 && BootNow() >= g.trustUntil {
+	if g.trust != nil && BootNow() >= g.trust.load() {
 		return g.finish(result, guardResult{ExitCode: baton.ExitLeaseLost, TrustExpired: true, Error: "the lease's trust window ended before the command could start; not started"})
 	}
 	pid, err := syscall.ForkExec(*path, argv, &syscall.ProcAttr{
@@ -120,38 +121,8 @@ type guard struct {
 	strays    string
 	killAfter time.Duration
 	self      int
-	main      int // the command's pid, also its process group
-	// trustUntil is the term's trust deadline on the boot clock (0: none),
-	// and extensions bring the later ones (see readExtensions).
-	trustUntil int64
-	extensions <-chan int64
-}
-
-// readExtensions reads the supervisor's trust deadlines, 8 bytes each, little
-// endian nanoseconds of the boot clock. The channel closes at end of file
-// (the supervisor is gone, or done): the last deadline then stands.
-func readExtensions(f *os.File) <-chan int64 {
-	c := make(chan int64, 1)
-	go func() {
-		defer close(c)
-		var b [8]byte
-		for {
-			if _, err := io.ReadFull(f, b[:]); err != nil {
-				return
-			}
-			c <- int64(binary.LittleEndian.Uint64(b[:]))
-		}
-	}()
-	return c
-}
-
-// BootNow reads the boot clock: monotonic, shared by every process of the
-// host, and still counting while the host is suspended (as the store's clock
-// does), in nanoseconds. Trust deadlines pass between processes on it.
-func BootNow() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
-	return ts.Nano()
+	main      int        // the command's pid, also its process group
+	trust     *trustCell // nil: a lease that cannot expire while the guard lives
 }
 
 type reaped struct {
@@ -186,12 +157,11 @@ func (g *guard) supervise(sigs <-chan os.Signal) guardResult {
 	// even if the supervisor is frozen, deadlocked or too slow to ask.
 	var trust *time.Timer
 	var trustC <-chan time.Time
-	if g.trustUntil != 0 {
-		trust = time.NewTimer(time.Duration(g.trustUntil - BootNow()))
+	if g.trust != nil {
+		trust = time.NewTimer(time.Duration(g.trust.load() - BootNow()))
 		defer trust.Stop()
 		trustC = trust.C
 	}
-	extensions := g.extensions
 	// onReaped acts on one reaped child; it returns true when the guard is
 	// done (strays reported and left behind).
 	onReaped := func(r reaped) bool {
@@ -238,29 +208,9 @@ func (g *guard) supervise(sigs <-chan os.Signal) guardResult {
 			}
 		case <-grace:
 			g.signalTree(syscall.SIGKILL)
-		case until, ok := <-extensions:
-			if !ok {
-				extensions = nil
-				continue
-			}
-			if trustC != nil && until > g.trustUntil {
-				g.trustUntil = until
-				trust.Reset(time.Duration(until - BootNow()))
-			}
 		case <-trustC:
-			// An extension may be waiting in the pipe: take it first.
-			select {
-			case until, ok := <-extensions:
-				if ok && until > g.trustUntil {
-					g.trustUntil = until
-				}
-				if !ok {
-					extensions = nil
-				}
-			default:
-			}
-			if left := g.trustUntil - BootNow(); left > 0 {
-				trust.Reset(time.Duration(left))
+			if left := g.trust.load() - BootNow(); left > 0 {
+				trust.Reset(time.Duration(left)) // extended meanwhile
 				continue
 			}
 			trustC = nil

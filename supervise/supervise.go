@@ -36,7 +36,6 @@ package supervise
 import (
 	"cmp"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -217,19 +216,17 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	// A lease that can expire (it is not a lock the guard holds too) gets a
 	// trust window in the guard as well: the guard stops the tree when it
 	// ends, whatever becomes of this process (see trust below).
-	var trust *trustLine
+	var trust *trustCell
 	if extra[1] == nil {
-		trustR, trustW, err := os.Pipe()
+		trust, err = newTrustCell(trustUntil(trustFrom))
 		if err != nil {
 			resultW.Close()
-			logf("cannot create a pipe: %v", err)
+			logf("cannot share the trust window with the guard: %v", err)
 			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 		}
-		defer trustW.Close()
-		defer trustR.Close()
-		trust = &trustLine{w: trustW}
-		extra = append(extra, trustR)
-		guardArgs = append(guardArgs, "--trust-until", strconv.FormatInt(trust.deadline(trustUntil(trustFrom)), 10))
+		defer trust.close()
+		extra = append(extra, trust.f)
+		guardArgs = append(guardArgs, "--trust")
 	}
 	if s.AdoptOrphans {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
@@ -384,7 +381,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 				}
 				lastSent = sent
 				stopAt.Reset(time.Until(trustUntil(lastSent)))
-				trust.extend(trustUntil(lastSent))
+				if trust != nil {
+					trust.set(trustUntil(lastSent))
+				}
 				renewAt.Reset(time.Until(sent.Add(interval)))
 			case baton.ErrorCode(err) == baton.ELEASELOST:
 				lost = err
@@ -415,33 +414,6 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		res.ReleaseErr = s.release(term)
 	}
 	return res
-}
-
-// trustLine carries the term's trust deadline to the guard, so that the
-// process closest to the command enforces it (ARCHITECTURE.md, invariant
-// 4): the supervisor, frozen by SIGSTOP, a debugger, a swap storm or a
-// deadlock, cannot keep the tree alive past its lease by failing to act. The
-// deadline passes as an instant of the boot clock, which both processes
-// read alike (BootNow), converted from this process's monotonic clock at
-// the moment it is sent.
-type trustLine struct{ w *os.File }
-
-func (t *trustLine) deadline(until time.Time) int64 {
-	return BootNow() + int64(time.Until(until))
-}
-
-// extend sends a later deadline after a renewal; nil (a lock the guard
-// holds) has none.
-func (t *trustLine) extend(until time.Time) {
-	if t == nil {
-		return
-	}
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(t.deadline(until)))
-	// Never blocks the supervisor: a guard that is gone has nothing left to
-	// stop, and one that is frozen with a full pipe cannot act on it anyway.
-	t.w.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-	t.w.Write(b[:])
 }
 
 func (s *Supervisor) release(term *baton.Term) error {

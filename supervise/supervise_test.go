@@ -3,7 +3,6 @@ package supervise_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"os"
@@ -139,7 +138,7 @@ func TestCommandNotFound(t *testing.T) {
 
 // The guard keeps the trust window itself: given a deadline and no
 // extension (its supervisor frozen), it stops the command's tree, TERM then
-// KILL, and says why; an extension that arrives in time keeps it running.
+// KILL, and says why; extensions that keep coming keep it running.
 func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 	t.Parallel()
 	for _, extend := range []bool{false, true} {
@@ -149,49 +148,41 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			trustR, trustW, err := os.Pipe()
+			running := filepath.Join(t.TempDir(), "running")
+			cell, err := supervise.NewTrustCell(time.Now().Add(2 * time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer cell.Close()
 			self, _ := os.Executable()
-			until := supervise.BootNow() + int64(500*time.Millisecond)
-			if extend {
-				until += int64(2 * time.Second) // time for a slow start on a busy box
-			}
-			script := `trap '' TERM; sleep 3; echo done`
 			cmd := exec.Command(self, supervise.GuardCommand, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
-				"--path", "/bin/sh", "--trust-until", strconv.FormatInt(until, 10), "--", "sh", "-c", script)
+				"--path", "/bin/sh", "--trust", "--", "sh", "-c", `trap '' TERM; touch `+running+`; sleep 3; echo done`)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			cmd.ExtraFiles = []*os.File{resultW, nil, trustR}
+			cmd.ExtraFiles = []*os.File{resultW, nil, cell.File()}
 			started := time.Now()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			resultW.Close()
-			trustR.Close()
 			done := make(chan struct{})
-			if extend {
-				// Extended two seconds ahead, five times a second, until the
-				// command's own end.
-				go func() {
-					for {
-						var b [8]byte
-						binary.LittleEndian.PutUint64(b[:], uint64(supervise.BootNow()+int64(2*time.Second)))
-						if _, err := trustW.Write(b[:]); err != nil {
-							return
-						}
-						select {
-						case <-done:
-							return
-						case <-time.After(200 * time.Millisecond):
-						}
+			// Two seconds ahead, five times a second, until the command's
+			// own end, or (the supervisor frozen) until it runs.
+			go func() {
+				for {
+					if _, err := os.Stat(running); err == nil && !extend {
+						return
 					}
-				}()
-			}
+					cell.Set(time.Now().Add(2 * time.Second))
+					select {
+					case <-done:
+						return
+					case <-time.After(200 * time.Millisecond):
+					}
+				}
+			}()
 			cmd.Wait()
 			close(done)
-			trustW.Close()
 			b, _ := io.ReadAll(results)
 			took := time.Since(started)
 			last := bytes.TrimSpace(b)
@@ -212,8 +203,8 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 				}
 				return
 			}
-			if !r.TrustExpired || r.ExitCode != 128+9 || !r.Done {
-				t.Fatalf("report %+v after %s, want the tree KILLed for trust; output %q", r, took, out.String())
+			if !r.TrustExpired || r.ExitCode != 128+9 || !r.Done || strings.Contains(out.String(), "done") {
+				t.Fatalf("report %+v after %s, want the tree stopped for trust; output %q", r, took, out.String())
 			}
 		})
 	}
@@ -227,16 +218,16 @@ func TestGuardDoesNotStartPastTrust(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trustR, trustW, err := os.Pipe()
+	cell, err := supervise.NewTrustCell(time.Now().Add(-time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer trustW.Close()
+	defer cell.Close()
 	marker := filepath.Join(t.TempDir(), "ran")
 	self, _ := os.Executable()
 	cmd := exec.Command(self, supervise.GuardCommand, "--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/touch",
-		"--trust-until", strconv.FormatInt(supervise.BootNow()-1, 10), "--", "touch", marker)
-	cmd.ExtraFiles = []*os.File{resultW, nil, trustR}
+		"--trust", "--", "touch", marker)
+	cmd.ExtraFiles = []*os.File{resultW, nil, cell.File()}
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
 	}
