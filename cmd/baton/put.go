@@ -189,11 +189,16 @@ func (c *PutCommand) Run(ctx context.Context, args []string) error {
 	if err := tmp.Sync(); err != nil {
 		return baton.Wrap(baton.EUNAVAILABLE, err, "syncing %s", tmp.Name())
 	}
+	// rename fails only when the file did not change: the fence then puts
+	// the previous mark back. A directory that cannot be synced after the
+	// rename is reported, but the mark stays: the file holds this write.
+	var syncErr error
 	rename := func() error {
 		if err := os.Rename(tmp.Name(), dest); err != nil {
 			return baton.Wrap(baton.EUNAVAILABLE, err, "renaming into %s", dest)
 		}
-		return syncDir(filepath.Dir(dest))
+		syncErr = syncDir(filepath.Dir(dest))
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -205,6 +210,9 @@ func (c *PutCommand) Run(ctx context.Context, args []string) error {
 	if baton.ErrorCode(err) == baton.EFENCED {
 		fmt.Fprintf(c.env.Stderr, "baton put: %v; %s was not written\n", err, dest)
 		return ExitError{baton.ExitFenced}
+	}
+	if err == nil && syncErr != nil {
+		return baton.Wrap(baton.EUNAVAILABLE, syncErr, "%s was written, but may not survive a crash of the host", dest)
 	}
 	return err
 }
