@@ -168,3 +168,25 @@ func TestHighWaterFailedWriteRaisesNothing(t *testing.T) {
 		t.Fatalf("after a reset to 3, 4: %v", err)
 	}
 }
+
+// Reset mends a damaged fence file, which Write and Mark refuse.
+func TestHighWaterResetDamaged(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.fence")
+	os.WriteFile(path, []byte(`{"token":7}`+"\n"+`garbage`), 0o644)
+	l, _ := flock.Open(dir, "host", true)
+	hw := l.HighWater()
+	ctx := context.Background()
+	if _, _, err := hw.Mark(ctx, "report"); err == nil {
+		t.Fatal("Mark read a damaged file")
+	}
+	if prev, err := hw.Reset(ctx, "report", 9); err != nil || prev != 0 {
+		t.Fatalf("reset of a damaged file: %d %v", prev, err)
+	}
+	if got, ok, err := hw.Mark(ctx, "report"); err != nil || !ok || got != 9 {
+		t.Fatalf("after reset: %d %v %v", got, ok, err)
+	}
+	if err := hw.Advance(ctx, "report", 8); baton.ErrorCode(err) != baton.EFENCED {
+		t.Fatalf("8 after a reset to 9: %v", err)
+	}
+}
