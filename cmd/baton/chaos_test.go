@@ -339,7 +339,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		committed = ce.commit(job)
 	}
 	r := judge(t, committed, logPath)
-	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals || os.Getenv("CHAOS_DEBUG") != "" && r.takeovers == 0 {
+	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals || os.Getenv("CHAOS_DEBUG") != "" && (r.takeovers == 0 || ce.mode == fencePutTwoLocals) {
 		log, _ := os.ReadFile(logPath)
 		t.Logf("%s: %+v; A exit %d, B exit %d; log tail %q", job, r, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
 	}
