@@ -316,12 +316,21 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		return cmd
 	}
 	a := writer(writesA, "a", "run", "--ttl", ttl.String(), "--kill-after", "100ms", job)
-	// Let A write for a moment, then freeze its whole tree mid-flight.
-	time.Sleep(time.Duration(150+rng.IntN(100)) * time.Millisecond)
+	// Let A write for a moment, then freeze its whole tree mid-flight. A
+	// has written once before the moment is counted: on a busy box, or with
+	// the race detector, A's start alone may take longer than any fixed
+	// sleep, and B would then take the lease first (no takeover to test).
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(logPath); len(b) > 0 || a.ProcessState != nil {
+			break
+		}
+	}
+	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 	tree := append([]int{a.Process.Pid}, descendantsOf(a.Process.Pid)...)
 	for _, pid := range tree {
 		syscall.Kill(pid, syscall.SIGSTOP)
 	}
+
 	// A generous wait: on a loaded machine A's own writes may take seconds.
 	b := writer(writesB, "b", "run", "--wait", "60s", "--ttl", ttl.String(), job)
 	// Pauses from well inside to well past A's term: some end before its
@@ -339,6 +348,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		committed = ce.commit(job)
 	}
 	r := judge(t, committed, logPath)
+
 	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals || os.Getenv("CHAOS_DEBUG") != "" && (r.takeovers == 0 || ce.mode == fencePutTwoLocals) {
 		log, _ := os.ReadFile(logPath)
 		t.Logf("%s: %+v; A exit %d, B exit %d; log tail %q", job, r, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
