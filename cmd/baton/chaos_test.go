@@ -67,6 +67,9 @@ func monotonic() int64 {
 // zombie then writes until the KILL that follows kill-after, which is the
 // window the fence must close.
 func chaosWriter(mode string) int {
+	if mode == chaosServer {
+		return serveChaosResults()
+	}
 	signal.Ignore(syscall.SIGTERM)
 	token, _ := strconv.ParseInt(os.Getenv("BATON_FENCING_TOKEN"), 10, 64)
 	writes, _ := strconv.Atoi(os.Getenv("CHAOS_WRITES"))
@@ -100,7 +103,7 @@ func chaosWriter(mode string) int {
 			}
 			return err
 		}
-	case fenceHTTP:
+	case fenceHTTP, fenceHTTP2, fenceHTTP2Memory:
 		client := &nethttp.Client{Timeout: 10 * time.Second}
 		write = func() error {
 			req, _ := nethttp.NewRequest("POST", os.Getenv("CHAOS_URL"), nil)
@@ -179,7 +182,7 @@ type chaosEnv struct {
 	mode   string
 	env    []string                   // for the writers, beside s.env
 	dest   func(job string) string    // put: the file each job writes
-	hosts  func(host string) []string // two-host puts: the env of host "a" or "b"
+	hosts  func(host string) []string // two hosts (put) or servers (HTTP): the env of A's ("a") or B's ("b")
 	commit func(job string) []int64   // accepted tokens in commit order; nil: judge from the log alone
 }
 
@@ -239,31 +242,49 @@ func runChaos(t *testing.T, mode string, trials int) chaosResult {
 			defer mu.Unlock()
 			return append([]int64(nil), written[job]...)
 		}
+	case fenceHTTP2, fenceHTTP2Memory:
+		// Two processes of the result service, A posting to one and B to
+		// the other; their writes are rows of results, judged in commit
+		// order as the writers' own transactions are.
+		ce.pgResults(t, conn)
+		ce.startChaosServers(t)
 	default:
-		if _, err := conn.Exec(ctx, `create sequence commit_seq; create table results (job text, token bigint, seq bigint)`); err != nil {
-			t.Fatal(err)
-		}
-		// Commit order: by commit timestamp where the server tracks it (the
-		// harness's cluster does); otherwise by a sequence taken inside
-		// the transaction, which misorders a write frozen mid-transaction.
-		order := "seq"
-		var tracked string
-		if conn.QueryRow(ctx, "select current_setting('track_commit_timestamp')").Scan(&tracked); tracked == "on" {
-			order = "pg_xact_commit_timestamp(xmin), seq"
-		}
-		ce.commit = func(job string) []int64 {
-			rows, err := conn.Query(ctx, "select token from results where job = $1 order by "+order, job)
-			if err != nil {
-				t.Error(err)
-				return nil
-			}
-			tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				t.Error(err)
-			}
-			return tokens
-		}
+		ce.pgResults(t, conn)
 	}
+	return ce.runTrials(t, trials)
+}
+
+// pgResults creates the results table that the PostgreSQL modes write, and
+// reads the accepted tokens back in commit order.
+func (ce *chaosEnv) pgResults(t *testing.T, conn *pgxpool.Pool) {
+	ctx := context.Background()
+	if _, err := conn.Exec(ctx, `create sequence commit_seq; create table results (job text, token bigint, seq bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	// Commit order: by commit timestamp where the server tracks it (the
+	// harness's cluster does); otherwise by a sequence taken inside
+	// the transaction, which misorders a write frozen mid-transaction.
+	order := "seq"
+	var tracked string
+	if conn.QueryRow(ctx, "select current_setting('track_commit_timestamp')").Scan(&tracked); tracked == "on" {
+		order = "pg_xact_commit_timestamp(xmin), seq"
+	}
+	ce.commit = func(job string) []int64 {
+		rows, err := conn.Query(ctx, "select token from results where job = $1 order by "+order, job)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		tokens, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Error(err)
+		}
+		return tokens
+	}
+}
+
+// runTrials runs the trials, four at a time.
+func (ce *chaosEnv) runTrials(t *testing.T, trials int) chaosResult {
 	var mu sync.Mutex
 	var total chaosResult
 	sem := make(chan struct{}, 4)
@@ -295,7 +316,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "log")
 	writesA, writesB := 300, 20
-	if ce.mode == fencePut || ce.hosts != nil { // each write runs baton put: fewer, slower writes
+	if ce.dest != nil { // each write runs baton put: fewer, slower writes
 		writesA, writesB = 40, 5
 	}
 	writer := func(writes int, host string, args ...string) *exec.Cmd {
@@ -349,7 +370,7 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 	}
 	r := judge(t, committed, logPath)
 
-	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals || os.Getenv("CHAOS_DEBUG") != "" && (r.takeovers == 0 || ce.mode == fencePutTwoLocals) {
+	if (r.staleAccepted > 0 || r.violations > 0) && ce.mode != fenceNone && ce.mode != fencePutTwoLocals && ce.mode != fenceHTTP2Memory || os.Getenv("CHAOS_DEBUG") != "" && (r.takeovers == 0 || ce.mode == fencePutTwoLocals) {
 		log, _ := os.ReadFile(logPath)
 		t.Logf("%s: %+v; A exit %d, B exit %d; log tail %q", job, r, a.ProcessState.ExitCode(), b.ProcessState.ExitCode(), tail(string(log)))
 	}
@@ -486,6 +507,7 @@ func TestChaos(t *testing.T) {
 		{"baton put", fencePut},
 		{"baton put --db from two hosts", fencePutDB},
 		{"HTTP middleware", fenceHTTP},
+		{"HTTP middleware in two server processes on one database", fenceHTTP2},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Parallel()
@@ -505,6 +527,14 @@ func TestChaos(t *testing.T) {
 		t.Logf("baton put from two hosts, each fencing on its own disk (control): %+v", r)
 		if r.staleAccepted == 0 {
 			t.Fatalf("two hosts fencing on their own disks accepted no stale write (%+v): the put-db scenario cannot show what the shared fence prevents", r)
+		}
+	})
+	t.Run("control-"+fenceHTTP2Memory, func(t *testing.T) {
+		t.Parallel()
+		r := runChaos(t, fenceHTTP2Memory, chaosTrials(t)/2)
+		t.Logf("HTTP middleware in two server processes, each with its marks in memory (control): %+v", r)
+		if r.staleAccepted == 0 {
+			t.Fatalf("two server processes fencing in their own memory accepted no stale write (%+v): the http-2proc scenario cannot show what the shared fence prevents", r)
 		}
 	})
 	t.Run("control", func(t *testing.T) {
