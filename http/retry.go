@@ -178,8 +178,9 @@ type IdempotentTransport struct {
 	// half so that clients that failed together do not retry together.
 	// Zero means DefaultMinBackoff, DefaultMaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
-	// AttemptTimeout bounds each attempt, from its start to the end of
-	// its answer's body: a body still being read when it runs out is cut
+	// AttemptTimeout bounds each attempt, from when it is handed to Base
+	// (the time spent getting its body ready is not counted) to the end
+	// of its answer's body: a body still being read when it runs out is cut
 	// off, and its Read fails with an error naming the bound (a net.Error
 	// whose Timeout is true). Answers not returned are bounded alike. 0
 	// means no bound but the request's context. Read the body of the
@@ -296,10 +297,6 @@ func (t *IdempotentTransport) RoundTrip(req *nethttp.Request) (*nethttp.Response
 func (t *IdempotentTransport) try(req *nethttp.Request, header string, body func() (io.ReadCloser, error), n int) attemptResult {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	a := attemptResult{cancel: func() { cancel(nil) }}
-	var timer *time.Timer
-	if t.AttemptTimeout > 0 {
-		timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(errAttemptTimedOut) })
-	}
 	// Whether the headers were written tells an attempt that cannot have
 	// reached the far side from one that may have; net/http reports it.
 	var getConn, wroteHeaders atomic.Bool
@@ -323,6 +320,14 @@ func (t *IdempotentTransport) try(req *nethttp.Request, header string, body func
 	base := t.Base
 	if base == nil {
 		base = nethttp.DefaultTransport
+	}
+	// The bound starts as the attempt is handed to Base, not before: the
+	// time this process spends getting the body ready (GetBody may open
+	// a file, or build the body again) is not the far side's to answer
+	// within.
+	var timer *time.Timer
+	if t.AttemptTimeout > 0 {
+		timer = time.AfterFunc(t.AttemptTimeout, func() { cancel(errAttemptTimedOut) })
 	}
 	resp, err := base.RoundTrip(areq)
 	// The timer goes on running while the answer's body is read: the

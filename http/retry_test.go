@@ -143,6 +143,14 @@ func (s *retryServer) send(t *testing.T, c *nethttp.Client, method string) (int,
 
 const testKey = "nightly/2026-11-29T02:30:00Z"
 
+// patience is the AttemptTimeout of tests with attempts meant to time out
+// and attempts meant to be answered: generous, so that an answer on
+// loopback comes within it however busy the machine is. An attempt meant
+// to time out meets a server that never answers (a hang step, which waits
+// for the client to give up or the test to end), so it times out however
+// fast or slow the machine is: no outcome depends on speed.
+const patience = 3 * time.Second
+
 // sameKey checks that every request carried key, as one sf-string.
 func sameKey(t *testing.T, keys [][]string, key string, n int) {
 	t.Helper()
@@ -162,7 +170,7 @@ func TestIdempotentTransportSameKeyEveryAttempt(t *testing.T) {
 	// second (a replay); the third gets the stored answer.
 	s := newRetryServer(t, retryStep{hang: true}, retryStep{hang: true}, retryStep{})
 	var whys []string
-	c := s.client(&IdempotentTransport{Key: testKey, MaxAttempts: 4, AttemptTimeout: 200 * time.Millisecond,
+	c := s.client(&IdempotentTransport{Key: testKey, MaxAttempts: 4, AttemptTimeout: patience,
 		OnRetry: func(n int, why error, wait time.Duration) { whys = append(whys, fmt.Sprint(n, ": ", why)) }})
 	status, body, err := s.post(t, c)
 	if err != nil || status != nethttp.StatusCreated || body != "order 1\n" {
@@ -176,7 +184,7 @@ func TestIdempotentTransportSameKeyEveryAttempt(t *testing.T) {
 	if effects != 1 {
 		t.Errorf("the work was done %d times, want once", effects)
 	}
-	if len(whys) != 2 || !strings.Contains(whys[0], "1: attempt 1: no answer within 200ms") {
+	if len(whys) != 2 || !strings.Contains(whys[0], "1: attempt 1: no answer within "+patience.String()) {
 		t.Errorf("OnRetry saw %q, want two timeouts", whys)
 	}
 }
@@ -238,7 +246,7 @@ func TestIdempotentTransportRetryAfter(t *testing.T) {
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if gap := s.at[1].Sub(s.at[0]); gap < 990*time.Millisecond || gap > 3*time.Second {
+		if gap := s.at[1].Sub(s.at[0]); gap < 990*time.Millisecond || gap > 4500*time.Millisecond {
 			t.Errorf("retried %s after Retry-After: 1, want about 1s", gap)
 		}
 	})
@@ -251,7 +259,8 @@ func TestIdempotentTransportRetryAfter(t *testing.T) {
 		if err != nil || status != nethttp.StatusCreated {
 			t.Fatalf("POST: %d, %v", status, err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		// Unbounded, the wait would be an hour; a busy box takes seconds.
+		if d := time.Since(start); d > 30*time.Second {
 			t.Errorf("took %s: Retry-After: 3600 was not bounded by MaxBackoff 20ms", d)
 		}
 	})
@@ -402,7 +411,7 @@ func TestIdempotentTransportOutcome(t *testing.T) {
 			t.Parallel()
 			s := newRetryServer(t, tc.steps...)
 			got, _, err := s.send(t, s.client(&IdempotentTransport{Key: testKey, MaxAttempts: tc.attempts,
-				AttemptTimeout: 150 * time.Millisecond}), tc.method)
+				AttemptTimeout: patience}), tc.method)
 			if got != tc.status || (tc.status == 0) != (err != nil) {
 				t.Fatalf("%s: %d, %v; want status %d", tc.method, got, err, tc.status)
 			}
@@ -423,7 +432,10 @@ func TestIdempotentTransportOutcome(t *testing.T) {
 func TestIdempotentTransportCallersDeadline(t *testing.T) {
 	t.Parallel()
 	s := newRetryServer(t, retryStep{hang: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	// The server never answers and there is no AttemptTimeout: only the
+	// deadline ends the attempt. It is generous so that the request has
+	// certainly arrived by then, busy machine or not.
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	req, _ := nethttp.NewRequestWithContext(ctx, nethttp.MethodPost, s.srv.URL, strings.NewReader("x"))
 	_, err := s.client(&IdempotentTransport{Key: testKey}).Do(req)
@@ -480,7 +492,7 @@ func TestIdempotentTransportWithoutKey(t *testing.T) {
 	t.Run("POST is not sent twice", func(t *testing.T) {
 		t.Parallel()
 		s := newRetryServer(t, retryStep{hang: true}, retryStep{})
-		_, _, err := s.post(t, s.client(&IdempotentTransport{AttemptTimeout: 150 * time.Millisecond}))
+		_, _, err := s.post(t, s.client(&IdempotentTransport{AttemptTimeout: patience}))
 		if !IsUnknownOutcome(err) {
 			t.Errorf("error %v: want unknown", err)
 		}
@@ -499,11 +511,56 @@ func TestIdempotentTransportWithoutKey(t *testing.T) {
 	t.Run("PUT is retried", func(t *testing.T) {
 		t.Parallel()
 		s := newRetryServer(t, retryStep{hang: true}, retryStep{})
-		got, _, err := s.send(t, s.client(&IdempotentTransport{AttemptTimeout: 150 * time.Millisecond}), nethttp.MethodPut)
+		got, _, err := s.send(t, s.client(&IdempotentTransport{AttemptTimeout: patience}), nethttp.MethodPut)
 		if err != nil || got != nethttp.StatusCreated {
 			t.Errorf("PUT: %d, %v; want 201 on the retry", got, err)
 		}
 	})
+}
+
+// TestAttemptTimeoutStartsWhenSent checks that AttemptTimeout does not
+// count the time the client spends getting an attempt's body ready (a
+// GetBody that opens a file, or builds the body again): an attempt whose
+// GetBody takes longer than the bound is still sent, with time to be
+// answered, not cut off before it leaves.
+func TestAttemptTimeoutStartsWhenSent(t *testing.T) {
+	t.Parallel()
+	const bound = time.Second
+	var mu sync.Mutex
+	var doneOnEntry []bool // whether each attempt's context had ended as Base got it
+	base := roundTripFunc(func(r *nethttp.Request) (*nethttp.Response, error) {
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		mu.Lock()
+		n := len(doneOnEntry)
+		doneOnEntry = append(doneOnEntry, r.Context().Err() != nil)
+		mu.Unlock()
+		status := nethttp.StatusCreated
+		if n == 0 {
+			status = nethttp.StatusServiceUnavailable
+		}
+		return &nethttp.Response{StatusCode: status, Status: nethttp.StatusText(status), Header: nethttp.Header{},
+			Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+	})
+	req, _ := nethttp.NewRequest(nethttp.MethodPut, "http://example.com/orders", strings.NewReader("one order"))
+	req.GetBody = func() (io.ReadCloser, error) {
+		// Longer than the bound: a timer started before this would have
+		// fired by the time the attempt is handed to Base.
+		time.Sleep(bound * 3 / 2)
+		return io.NopCloser(strings.NewReader("one order")), nil
+	}
+	c := &nethttp.Client{Transport: &IdempotentTransport{Key: testKey, Base: base, MaxAttempts: 2,
+		MinBackoff: time.Millisecond, MaxBackoff: time.Millisecond, AttemptTimeout: bound}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("PUT: %v; want 201 on the second attempt, whose GetBody took longer than AttemptTimeout", err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != nethttp.StatusCreated || !slices.Equal(doneOnEntry, []bool{false, false}) {
+		t.Errorf("answered %d; attempts whose context had ended as they were sent: %v, want 201 and none", resp.StatusCode, doneOnEntry)
+	}
 }
 
 // onlyReader hides the type of its reader, so that http.NewRequest cannot

@@ -97,8 +97,16 @@ func runHTTP(t *testing.T, env []string, args ...string) result {
 	return s.run(t, append([]string{"http"}, args...)...)
 }
 
-// fast are flags that make the retries of a test quick.
-var fast = []string{"--timeout", "500ms", "--max-backoff", "50ms"}
+// patience is the --timeout of the tests: generous, so that an answer on
+// loopback comes within it however busy the machine is. An attempt meant
+// to time out meets a receiver that never answers (it waits for the client
+// to give up or the test to end), so it times out however fast or slow the
+// machine is: no outcome depends on speed.
+const patience = 3 * time.Second
+
+// fast are flags that make the retries of a test quick: short backoffs,
+// and patience for each attempt.
+var fast = []string{"--timeout", patience.String(), "--max-backoff", "50ms"}
 
 func checkKeys(t *testing.T, reqs []receivedRequest, want string, n int) {
 	t.Helper()
@@ -130,7 +138,7 @@ func TestHTTPRetriesWithTheSameKey(t *testing.T) {
 	if effects != 1 {
 		t.Errorf("the order was made %d times, want once", effects)
 	}
-	if n := strings.Count(r.stderr, "no answer within 500ms; sending it again"); n != 2 {
+	if n := strings.Count(r.stderr, "no answer within "+patience.String()+"; sending it again"); n != 2 {
 		t.Errorf("stderr tells of %d retries after a timeout, want 2:\n%s", n, r.stderr)
 	}
 }
@@ -308,7 +316,7 @@ func TestHTTPUnknownOutcomeOfADaemonRun(t *testing.T) {
 	bothStores(t, func(t *testing.T, s store) {
 		h := newHTTPReceiver(t, 1000, nil)
 		argv := []string{batonBin, "http", "POST", h.srv.URL + "/orders", "--data", "one order",
-			"--attempts", "2", "--timeout", "200ms", "--max-backoff", "20ms"}
+			"--attempts", "2", "--timeout", patience.String(), "--max-backoff", "20ms"}
 		quoted := make([]string, len(argv))
 		for i, a := range argv {
 			quoted[i] = yamlQuote(a)
@@ -318,13 +326,13 @@ jobs:
   - name: order
     schedule: "0 0 1 1 *"
     command: [%s]
-    ttl: 3s
+    ttl: 30s
     kill_after: 500ms
     retries: {count: 2, backoff: 100ms}
 `, strings.Join(quoted, ", ")))
 		s.startDaemonReady(t, "a", config)
 		key := s.triggerKey(t, "order")
-		tr := s.tickByKey(t, "order", key, 30*time.Second)
+		tr := s.tickByKey(t, "order", key, 60*time.Second)
 		if tr.Outcome != baton.OutcomeUnknown || tr.Attempts != 1 || tr.ExitCode == nil || *tr.ExitCode != baton.ExitUnknown {
 			t.Errorf("tick %s: outcome %s, %d attempts, exit code %v, reason %q; want unknown after 1 attempt, exit 78",
 				key, tr.Outcome, tr.Attempts, tr.ExitCode, tr.Reason)
