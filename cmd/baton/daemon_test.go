@@ -220,9 +220,15 @@ jobs:
 		}
 		d.stop(t)
 		for job, ticks := range got {
-			// After the stop: missed ticks, then succeeded ones. How
-			// many are missed depends on the policy (and, by a tick, on
-			// how fast the daemon starts, so the checks allow for it).
+			// The ticks were read once the awaited tick had ended; ticks
+			// that fell due while they were read may still be open, and
+			// are no part of what is checked.
+			for len(ticks) > 0 && ticks[len(ticks)-1].State != baton.TickDone {
+				ticks = ticks[:len(ticks)-1]
+			}
+			// After the stop: missed ticks, then run ones. How many are
+			// missed depends on the policy (and, by a tick, on how fast
+			// the daemon starts, so the checks allow for it).
 			var after []tickRow
 			for _, tr := range ticks {
 				if tr.At.After(stopped) {
@@ -234,7 +240,29 @@ jobs:
 				missed++
 			}
 			for _, tr := range after[missed:] {
-				if tr.Outcome != baton.OutcomeSucceeded {
+				switch {
+				case tr.State != baton.TickDone && !tr.At.Before(restart):
+					// still running when read (its run took seconds, and
+					// later ticks were skipped meanwhile): not ended, so
+					// nothing to check yet
+				case tr.State != baton.TickDone:
+					t.Errorf("%s: catch-up tick %s is %s, though a later tick ended", job, baton.FormatTick(tr.At), tr.State)
+				case tr.Outcome == baton.OutcomeSucceeded:
+				case tr.Outcome == baton.OutcomeSkippedOverlap && !tr.At.Before(restart) && overlappedBy(ticks, tr) != nil:
+					// A catch-up tick waits for the lease, but a tick that
+					// falls due after the restart meets the overlap policy
+					// (skip): on a loaded machine an earlier run may still
+					// hold the lease then (`true` took seconds under
+					// stress-ng and -race). Allowed only when the holder
+					// it names is an earlier run of this job.
+					h := overlappedBy(ticks, tr)
+					t.Logf("%s: tick %s skipped-overlap: the lease was held by tick %s's run (started %s, %s)", job, baton.FormatTick(tr.At),
+						baton.FormatTick(h.At), h.Started.Format(time.StampMilli), h.State)
+				case job == "skip" && tr.Outcome == baton.OutcomeSkippedMissed && !tr.At.Before(restart) && strings.Contains(tr.Reason, "the daemons fell behind"):
+					// skip's 1 s window holds for every tick: a busy
+					// daemon that claims one more than 1 s late skips it.
+					t.Logf("%s: tick %s skipped-missed: %s", job, baton.FormatTick(tr.At), tr.Reason)
+				default:
 					t.Errorf("%s: tick %s after the downtime: outcome %s, want succeeded (%s)", job, baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
 				}
 			}
@@ -242,15 +270,29 @@ jobs:
 				t.Fatalf("%s: nothing ran after the restart:%s", job, tickSummary(ticks))
 			}
 			first := after[missed]
+			if first.Outcome != baton.OutcomeSucceeded {
+				t.Fatalf("%s: the first tick run after the restart: outcome %s (%s):%s", job, first.Outcome, first.Reason, tickSummary(ticks))
+			}
 			late := first.Started.Sub(first.At)
 			switch job {
-			case "skip": // every missed tick skipped; what runs is on time
-				if missed < 3 || late > time.Second {
-					t.Errorf("skip: %d ticks missed, then one %s late ran; want ≥ 3 missed and none late:%s", missed, late, tickSummary(ticks))
+			case "skip": // every missed tick skipped; what runs fell due after the restart
+				// (how late it starts is the loaded machine's: the window
+				// is about when a tick is claimed)
+				if missed < 3 || first.At.Before(restart) {
+					t.Errorf("skip: %d ticks missed, then tick %s (%s late) ran; want ≥ 3 missed and none of the downtime run:%s", missed, baton.FormatTick(first.At), late, tickSummary(ticks))
 				}
-			case "latest": // the latest missed tick runs, late
-				if missed < 2 || late < time.Second {
-					t.Errorf("latest: %d ticks missed, then one %s late ran; want ≥ 2 missed, then a late one:%s", missed, late, tickSummary(ticks))
+			case "latest": // the latest tick due when the daemon claimed runs, late
+				// The claim is when the missed ticks were recorded (their
+				// end); how long after the restart that was is the
+				// loaded machine's, so it is read, not assumed.
+				if missed < 2 {
+					t.Errorf("latest: %d ticks missed, want ≥ 2:%s", missed, tickSummary(ticks))
+					break
+				}
+				claimed := after[missed-1].Ended
+				if first.At.After(claimed) || !first.At.Add(4*time.Second).After(claimed) {
+					t.Errorf("latest: %d ticks missed, then tick %s (%s late) ran; want the latest tick due at the claim (%s):%s",
+						missed, baton.FormatTick(first.At), late, claimed.Format(time.StampMilli), tickSummary(ticks))
 				}
 			case "all": // every missed tick runs
 				if missed != 0 || late < 4*time.Second {
@@ -264,6 +306,32 @@ jobs:
 			}
 		}
 	})
+}
+
+// overlappedBy is the tick whose run held the job's lease when tr was
+// skipped-overlap: an earlier tick of the job that ran with the token tr's
+// reason names and had started before tr was skipped (it may still be
+// running). (When it released the lease is not recorded: after its
+// outcome, by a margin a loaded machine stretches.) Nil if none.
+func overlappedBy(ticks []tickRow, tr tickRow) *tickRow {
+	_, held, ok := strings.Cut(tr.Reason, "held with token ")
+	if !ok {
+		return nil
+	}
+	var token int64
+	if _, err := fmt.Sscanf(held, "%d", &token); err != nil {
+		return nil
+	}
+	for k := range ticks {
+		h := &ticks[k]
+		if h.IdempotencyKey() == tr.IdempotencyKey() || h.Token != token || h.Started.IsZero() {
+			continue
+		}
+		if h.At.Before(tr.At) && h.Started.Before(tr.Ended) {
+			return h
+		}
+	}
+	return nil
 }
 
 // A bad job file is refused with its line, column and field, and nothing
