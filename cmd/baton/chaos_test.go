@@ -496,6 +496,25 @@ func chaosTrials(t *testing.T) int {
 	return 50
 }
 
+// runControl runs a control's trials until they show a stale write, at most
+// three batches: on a heavily loaded box a resumed zombie may get no CPU in
+// the kill-after window before its KILL, and show nothing in a batch.
+func runControl(t *testing.T, mode string, trials int) chaosResult {
+	var total chaosResult
+	for range 3 {
+		r := runChaos(t, mode, trials)
+		total.trials += r.trials
+		total.takeovers += r.takeovers
+		total.staleAccepted += r.staleAccepted
+		total.refused += r.refused
+		total.violations += r.violations
+		if total.staleAccepted > 0 {
+			break
+		}
+	}
+	return total
+}
+
 // TestChaos runs the scenario through each fence: zero stale writes
 // accepted, a linearizable history, and takeovers in most trials (or the
 // scenario was not exercised); then without a fence, where stale writes must
@@ -533,7 +552,7 @@ func TestChaos(t *testing.T) {
 	})
 	t.Run("control-"+fenceHTTP2Memory, func(t *testing.T) {
 		t.Parallel()
-		r := runChaos(t, fenceHTTP2Memory, chaosTrials(t)/2)
+		r := runControl(t, fenceHTTP2Memory, chaosTrials(t)/2)
 		t.Logf("HTTP middleware in two server processes, each with its marks in memory (control): %+v", r)
 		if r.staleAccepted == 0 {
 			t.Fatalf("two server processes fencing in their own memory accepted no stale write (%+v): the http-2proc scenario cannot show what the shared fence prevents", r)
@@ -541,7 +560,7 @@ func TestChaos(t *testing.T) {
 	})
 	t.Run("control", func(t *testing.T) {
 		t.Parallel()
-		r := runChaos(t, fenceNone, chaosTrials(t)/2)
+		r := runControl(t, fenceNone, chaosTrials(t)/2)
 		t.Logf("no fence (control): %+v", r)
 		if r.staleAccepted == 0 {
 			t.Fatalf("without a fence no stale write was accepted (%+v): the scenario cannot show what the fence prevents", r)
