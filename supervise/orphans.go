@@ -2,7 +2,6 @@ package supervise
 
 import (
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -44,43 +43,10 @@ func orphanFinder(command int, runID string) treeMember {
 // findTree lists the live processes that match member, or descend from one
 // that does, or (all) descend from this process.
 func findTree(member treeMember, all bool) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	self := os.Getpid()
-	children := map[int][]int{}
-	var queue []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		st, err := procfs.ReadStat(pid)
-		if err != nil || st.Zombie() {
-			continue
-		}
-		children[st.PPID] = append(children[st.PPID], pid)
-		if member(pid, st) {
-			queue = append(queue, pid)
-		}
-	}
-	if all {
-		queue = append(queue, children[self]...)
-	}
-	seen := map[int]bool{}
-	var out []int
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		if seen[pid] {
-			continue
-		}
-		seen[pid] = true
-		out = append(out, pid)
-		queue = append(queue, children[pid]...)
-	}
-	return out
+	return walkTree(func(pid int, st procfs.Stat) bool {
+		return member(pid, st) || (all && st.PPID == self)
+	})
 }
 
 // killOrphans KILLs the tree of a dead guard until none of it is left (a

@@ -14,32 +14,52 @@ type Process struct {
 	Argv []string `json:"argv"`
 }
 
-// descendants lists every process below root: children by ppid, then
-// theirs, from every /proc/PID/stat. A process that exits meanwhile is
-// simply missing. The guard walks /proc only when the command has left a
-// child behind, so the cost of the walk does not matter.
+// descendants lists every live process below root, from every
+// /proc/PID/stat (see walkTree). The guard walks /proc only when the command
+// has left a child behind, so the cost of the walk does not matter.
 func descendants(root int) []Process {
+	var out []Process
+	for _, pid := range walkTree(func(_ int, st procfs.Stat) bool { return st.PPID == root }) {
+		out = append(out, Process{PID: pid, Argv: procfs.Argv(pid)})
+	}
+	return out
+}
+
+// walkTree lists the live processes (a zombie only waits to be reaped)
+// that match start, and every descendant of theirs, by ppid. A process that
+// exits meanwhile is simply missing. This process is never listed.
+func walkTree(start func(pid int, st procfs.Stat) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
+	self := os.Getpid()
 	children := map[int][]int{}
+	var queue []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || pid == self {
 			continue
 		}
-		// A zombie waits only to be reaped: it is no stray.
-		if st, err := procfs.ReadStat(pid); err == nil && !st.Zombie() {
-			children[st.PPID] = append(children[st.PPID], pid)
+		st, err := procfs.ReadStat(pid)
+		if err != nil || st.Zombie() {
+			continue
+		}
+		children[st.PPID] = append(children[st.PPID], pid)
+		if start(pid, st) {
+			queue = append(queue, pid)
 		}
 	}
-	var out []Process
-	queue := children[root]
+	seen := map[int]bool{}
+	var out []int
 	for len(queue) > 0 {
 		pid := queue[0]
 		queue = queue[1:]
-		out = append(out, Process{PID: pid, Argv: procfs.Argv(pid)})
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, pid)
 		queue = append(queue, children[pid]...)
 	}
 	return out
