@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,10 +55,19 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 	wait := c.State != baton.TickPending || c.Kind == baton.TickBackfill || attempts > 0 || c.CatchUp
 	takeover := c.State == baton.TickRunning
 	for {
-		term, sent, busy, err := d.acquire(ctx, j, c, prev, wait)
+		// While it waits for the lease, a scheduled tick that a later tick
+		// overtakes can never start (a job's scheduled ticks start in tick
+		// order): it ends then, not when the lease next frees. Not a tick
+		// taken over while it ran: its tree may live until the lease is ours.
+		overtakable := c.Kind == baton.TickScheduled && !takeover
+		term, sent, busy, err := d.acquire(ctx, j, c, prev, wait, overtakable)
+		var ov *Overtaken
 		switch {
 		case err == errDraining:
 			d.giveBack(bg, c, log)
+			return
+		case errors.As(err, &ov):
+			d.endOvertaken(bg, c, prev, attempts, ov, log)
 			return
 		case err != nil:
 			log.Error("cannot take the job's lease; the tick stays claimed and is retried", "err", err)
@@ -185,12 +195,15 @@ func leaseKeys(j baton.Job) []string {
 // the term and when the request that won it was sent (the term's trust
 // window runs from then), or nil and why the tick is skipped; errDraining
 // when the daemon began draining while it waited.
-func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string, wait bool) (term *baton.Term, sent time.Time, busy string, err error) {
-	term, busy, err = d.acquireTerm(ctx, j, c, runID, wait, &sent)
+//
+// With overtakable, a wait for the lease ends with an *Overtaken error once
+// a later scheduled tick of the job has started (checked once a second).
+func (d *Daemon) acquire(ctx context.Context, j baton.Job, c Claim, runID string, wait, overtakable bool) (term *baton.Term, sent time.Time, busy string, err error) {
+	term, busy, err = d.acquireTerm(ctx, j, c, runID, wait, overtakable, &sent)
 	return term, sent, busy, err
 }
 
-func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID string, wait bool, sent *time.Time) (*baton.Term, string, error) {
+func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID string, wait, overtakable bool, sent *time.Time) (*baton.Term, string, error) {
 	keys := leaseKeys(j)
 	try := func() (*baton.Term, *baton.Holder, error) {
 		var holder *baton.Holder
@@ -242,6 +255,7 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		}
 	}
 	every := min(max(j.TTL.D()/20, 50*time.Millisecond), time.Second)
+	var checked time.Time
 	for {
 		if !sleep(ctx, every) {
 			return nil, "", errDraining
@@ -249,6 +263,16 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		term, holder, err = try()
 		if err != nil || term != nil {
 			return term, "", err
+		}
+		if overtakable && time.Since(checked) >= time.Second {
+			checked = time.Now()
+			later, err := d.Store.LaterStart(ctx, c.Tick)
+			if err != nil {
+				return nil, "", err
+			}
+			if !later.IsZero() {
+				return nil, "", &Overtaken{Later: later}
+			}
 		}
 		if !bound.IsZero() && time.Now().After(bound) {
 			return nil, "the running tree did not give up the lease in time (overlap replace)" + heldBy(holder), nil

@@ -20,6 +20,14 @@ func (d *Daemon) startAttempt(ctx context.Context, c Claim, prev string, attempt
 	if !errors.As(err, &ov) {
 		return attempt, ok, err
 	}
+	d.endOvertaken(ctx, c, prev, attempts, ov, log)
+	return 0, false, nil
+}
+
+// endOvertaken ends c's tick, whose current attempt is prev, because the
+// later tick ov.Later started first: with its last attempt's outcome, or
+// skipped-missed when it had none.
+func (d *Daemon) endOvertaken(ctx context.Context, c Claim, prev string, attempts int, ov *Overtaken, log *slog.Logger) {
 	o, ended, err := d.Store.EndOvertaken(ctx, c.Tick, prev, attempts, ov.Later)
 	switch {
 	case err != nil:
@@ -33,5 +41,4 @@ func (d *Daemon) startAttempt(ctx context.Context, c Claim, prev string, attempt
 			d.observer().TicksSkipped(c.Tick.Job, SkipOvertaken, 1)
 		}
 	}
-	return 0, false, nil
 }

@@ -276,3 +276,82 @@ func TestRetryNeverRunsAfterALaterTick(t *testing.T) {
 		}
 	})
 }
+
+// A retry that waits for its job's lease while a later tick starts can
+// never start (ticks start in tick order): it ends then, with its last
+// attempt's outcome, not whenever the lease next frees. (Once, on a busy
+// box, a retry waited out a whole fleet test, its tick still pending.)
+func TestWaitingRetryEndsWhenOvertaken(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		j := job("overtaken-retry", "* * * * * *", "true")
+		j.Retries = baton.Retries{Count: 1, Backoff: baton.Duration(10 * time.Millisecond)}
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		// Someone outside holds the lease for an hour: every wait for it
+		// lasts the whole test.
+		l := e.leaser(t)
+		g, err := l.Acquire(ctx, baton.AcquireRequest{Job: j.Name, TTL: time.Hour, Owner: uuid.NewString(),
+			Host: "outside", PID: os.Getpid(), StartedAt: time.Now()})
+		if err != nil || g.Busy() {
+			t.Fatalf("acquire: %v %+v", err, g)
+		}
+		t.Cleanup(func() { l.Release(ctx, g.Term) })
+		claim := func(daemon string) scheduler.Claim {
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				claims, err := e.store.ClaimDue(ctx, daemon, time.Hour, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(claims) > 0 {
+					return claims[len(claims)-1]
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("no tick fell due")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		// A daemon ran the tick's first attempt, which failed and is to be
+		// retried; then the daemon died, and its claim lapses.
+		old := claim("dead")
+		if _, ok, err := e.store.StartAttempt(ctx, old.Tick, "", "dead", "dead", g.Term); err != nil || !ok {
+			t.Fatalf("start: %v %v", ok, err)
+		}
+		if ok, err := e.store.Finish(ctx, old.Tick, g.Term.Owner, scheduler.Ending{Outcome: baton.OutcomeFailed,
+			Reason: "exit status 1", RetryAfter: time.Millisecond}); err != nil || !ok {
+			t.Fatalf("finish: %v %v", ok, err)
+		}
+		if err := e.store.RenewClaims(ctx, "dead", 0); err != nil {
+			t.Fatal(err)
+		}
+		// The live daemon takes the retry over (it claims once: its poll is
+		// an hour) and waits for the lease.
+		startDaemon(t, e, "live", []baton.Job{j}, func(d *scheduler.Daemon) { d.Poll = time.Hour })
+		time.Sleep(time.Second)
+		// A later tick starts elsewhere.
+		later := claim("other")
+		if !later.At.After(old.At) {
+			t.Fatalf("tick %s is not after %s", baton.FormatTick(later.At), baton.FormatTick(old.At))
+		}
+		if _, ok, err := e.store.StartAttempt(ctx, later.Tick, "", "other", "other", g.Term); err != nil || !ok {
+			t.Fatalf("start: %v %v", ok, err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			ticks := ticksOf(t, e, j.Name)
+			i := slices.IndexFunc(ticks, func(tr baton.TickRecord) bool { return tr.At.Equal(old.At) })
+			if i >= 0 && ticks[i].State == baton.TickDone {
+				if ticks[i].Outcome != baton.OutcomeFailed || !strings.Contains(ticks[i].Reason, "not retried: a later tick") {
+					t.Errorf("the overtaken retry ended %s (%s); want failed, not retried", ticks[i].Outcome, ticks[i].Reason)
+				}
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the retry overtaken while it waited did not end: %s", describe(ticks))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}

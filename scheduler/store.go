@@ -481,8 +481,13 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 	return out, overtaken, nil
 }
 
-// laterStart is the first tick of t's job and kind after t that has
+// LaterStart is the first tick of t's job and kind after t that has
 // started an attempt; zero if none has.
+func (s *Store) LaterStart(ctx context.Context, t baton.Tick) (time.Time, error) {
+	return s.laterStart(ctx, s.db, t)
+}
+
+// laterStart is LaterStart in q (a transaction or the pool).
 func (s *Store) laterStart(ctx context.Context, q querier, t baton.Tick) (time.Time, error) {
 	var at dbTime
 	err := q.QueryRowContext(ctx, s.query("later_start"), t.Job, s.ts(t.At), t.Kind).Scan(&at)

@@ -14,6 +14,11 @@ import (
 
 // A daemon running 200 commands at once holds no more connections than its
 // pool's maximum: no connection is held while a command runs.
+//
+// The commands sleep far longer than the test waits for them, so all 200
+// overlap however slowly a loaded machine starts them (a 6 s sleep once
+// let only 86 overlap on a busy box); the test counts until all run, then
+// stops the daemon with a short --grace, which stops the sleeps.
 func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 	t.Parallel()
 	const jobs = 200
@@ -23,10 +28,10 @@ func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("jobs:\n")
 	for i := range jobs {
-		fmt.Fprintf(&b, "  - name: c%03d\n    schedule: \"*/15 * * * * *\"\n    command: [sleep, \"6\"]\n", i)
+		fmt.Fprintf(&b, "  - name: c%03d\n    schedule: \"*/15 * * * * *\"\n    command: [sleep, \"3607\"]\n", i)
 	}
 	config := writeJobFile(t, b.String())
-	d := s.startDaemon(t, "conns", config, "--max-concurrent", "250", "--db-max-conns", "3")
+	d := s.startDaemon(t, "conns", config, "--max-concurrent", "250", "--db-max-conns", "3", "--grace", "1s")
 
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -34,10 +39,11 @@ func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	// the commands are `sleep 6`, each below a guard: count the sleeps
-	running := func() int { return countArgv("sleep", "6") }
+	// the commands are `sleep 3607`, each below a guard: count the sleeps
+	running := func() int { return countArgv("sleep", "3607") }
 	most, mostRunning := 0, 0
-	deadline := time.Now().Add(40 * time.Second)
+	// a bound for a stuck daemon, not a speed target
+	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) && mostRunning < jobs {
 		var n int
 		if err := conn.QueryRow(ctx, "select count(*) from pg_stat_activity where application_name = $1", app).Scan(&n); err != nil {
@@ -47,7 +53,7 @@ func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 		mostRunning = max(mostRunning, running())
 		time.Sleep(100 * time.Millisecond)
 	}
-	// keep sampling while they run
+	// keep sampling while all of them run
 	for range 20 {
 		var n int
 		conn.QueryRow(ctx, "select count(*) from pg_stat_activity where application_name = $1", app).Scan(&n)
@@ -62,6 +68,9 @@ func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 		t.Errorf("the daemon held %d connections; its pool's maximum is 3", most)
 	}
 	d.stop(t)
+	if n := running(); n > 0 {
+		t.Errorf("%d commands still run after the daemon stopped", n)
+	}
 }
 
 // countArgv counts the processes whose argv is exactly argv.
