@@ -12,3 +12,10 @@ func NewTrustCell(until time.Time) (*trustCell, error) { return newTrustCell(unt
 func (c *trustCell) File() *os.File      { return c.f }
 func (c *trustCell) Set(until time.Time) { c.set(until) }
 func (c *trustCell) Close()              { c.close() }
+
+// SlowOrphanSweep delays the search for a dead guard's orphans by d, as a
+// loaded machine or a tree of thousands would, until undone.
+func SlowOrphanSweep(d time.Duration) (undo func()) {
+	orphanSweepDelay.Store(int64(d))
+	return func() { orphanSweepDelay.Store(0) }
+}

@@ -2,6 +2,7 @@ package supervise
 
 import (
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 // and scrubbed its environment escapes the daemon's search: the guard's
 // death is the one case the guard cannot cover, and this is the best the
 // supervisor can do without a cgroup.
+
+// orphanSweepDelay delays killOrphans, for tests (SlowOrphanSweep).
+var orphanSweepDelay atomic.Int64
 
 // treeMember says whether a process, by its stat, belongs to the tree.
 type treeMember func(pid int, st procfs.Stat) bool
@@ -54,6 +58,7 @@ func findTree(member treeMember, all bool) []int {
 // that are this process's children, for at most within. It returns the
 // processes it killed and those still alive at the end.
 func killOrphans(member treeMember, all bool, within time.Duration) (killed []Process, left []int) {
+	time.Sleep(time.Duration(orphanSweepDelay.Load()))
 	deadline := time.Now().Add(within)
 	seen := map[int]bool{}
 	for {

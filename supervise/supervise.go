@@ -308,7 +308,15 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			return res
 		}
 		res.GuardDied = true
+		// The lease is renewed while the orphans are found and killed: on a
+		// loaded machine, or with a large tree, that can outlast the TTL,
+		// and a lapsed lease would go to another run while they live.
+		stopRenewing := func() {}
+		if res.LeaseLost == nil {
+			stopRenewing = s.keepRenewing(term, logf)
+		}
 		killed, left := killOrphans(orphanFinder(int(commandPID.Load()), term.Owner), s.AdoptOrphans, killAfter+5*time.Second)
+		stopRenewing()
 		msg := "the guard of the command died without a report"
 		if len(killed) > 0 {
 			msg += fmt.Sprintf("; killed the %d process(es) its command left: %s", len(killed), describe(killed))
@@ -414,6 +422,34 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		res.ReleaseErr = s.release(term)
 	}
 	return res
+}
+
+// keepRenewing renews term every third of its TTL until the returned stop
+// is called (stop returns once no renewal is in flight). A lost lease ends
+// the renewals; other errors are retried.
+func (s *Supervisor) keepRenewing(term *baton.Term, logf func(string, ...any)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		every := time.NewTicker(max(term.TTL/3, time.Millisecond))
+		defer every.Stop()
+		for {
+			// at once first: the last renewal may be a third of a TTL old
+			ctx, cancel := context.WithTimeout(context.Background(), term.TTL/3)
+			err := s.Leaser.Renew(ctx, term)
+			cancel()
+			if baton.ErrorCode(err) == baton.ELEASELOST {
+				logf("the lease of %s (token %d) was lost while the dead guard's processes were killed: %v", term.Job, term.Token, err)
+				return
+			}
+			select {
+			case <-quit:
+				return
+			case <-every.C:
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 func (s *Supervisor) release(term *baton.Term) error {

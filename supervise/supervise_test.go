@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/internal/leasetest"
+	"github.com/batonhq/baton/procfs"
 	"github.com/batonhq/baton/supervise"
 	"golang.org/x/sys/unix"
 )
@@ -238,5 +240,86 @@ func TestGuardDoesNotStartPastTrust(t *testing.T) {
 	}
 	if !bytes.Contains(b, []byte(`"trust_expired":true`)) {
 		t.Fatalf("report %s, want trust_expired", b)
+	}
+}
+
+// renewLog is a Leaser that notes when each renewal succeeded. It hides the
+// flock Leaser's lock file, so the supervisor treats the lease as one that
+// can expire (as PostgreSQL's does).
+type renewLog struct {
+	baton.Leaser
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (l *renewLog) Renew(ctx context.Context, term *baton.Term) error {
+	err := l.Leaser.Renew(ctx, term)
+	if err == nil {
+		l.mu.Lock()
+		l.times = append(l.times, time.Now())
+		l.mu.Unlock()
+	}
+	return err
+}
+
+func (l *renewLog) since(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.times {
+		if r.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
+// A guard killed while its command's children live: the supervisor keeps
+// renewing the lease for as long as it takes to find and kill the orphans
+// (here: 2 s, over three TTLs), so the lease cannot expire and go to
+// another run while an orphan still holds what the run held. Not parallel:
+// the slow sweep is the package's.
+func TestLeaseRenewedWhileOrphansAreKilled(t *testing.T) {
+	defer supervise.SlowOrphanSweep(2 * time.Second)()
+	fl, term, dir := setup(t, 600*time.Millisecond)
+	l := &renewLog{Leaser: fl}
+	pids := filepath.Join(dir, "pids")
+	type ran struct {
+		res supervise.Result
+		at  time.Time
+	}
+	done := make(chan ran, 1)
+	s := &supervise.Supervisor{Leaser: l, KillAfter: 100 * time.Millisecond}
+	go func() {
+		res := s.Run(context.Background(), term, time.Now(), []string{"sh", "-c", `sleep 60 & echo "$PPID $!" > ` + pids + `.tmp; mv ` + pids + `.tmp ` + pids + `; wait`})
+		done <- ran{res, time.Now()}
+	}()
+	var guard, orphan int
+	for deadline := time.Now().Add(time.Minute); guard == 0; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(pids); len(b) > 0 {
+			f := strings.Fields(string(b))
+			guard, _ = strconv.Atoi(f[0])
+			orphan, _ = strconv.Atoi(f[1])
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
+	killed := time.Now()
+	if err := unix.Kill(guard, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if !r.res.GuardDied || len(r.res.Survivors) > 0 {
+		t.Fatalf("result %+v, want the guard's death and no survivors", r.res)
+	}
+	if st, err := procfs.ReadStat(orphan); err == nil && !st.Zombie() {
+		t.Errorf("the orphan (pid %d) lives after Run returned", orphan)
+	}
+	// Run returned 2 s or more after the kill: with a 600 ms TTL renewed
+	// every 200 ms, the lease would have lapsed without renewals.
+	if n := l.since(killed); n < 5 {
+		t.Errorf("%d renewals in the %s between the guard's death and the end of the run; the lease (TTL %s) could lapse while orphans lived",
+			n, r.at.Sub(killed).Round(time.Millisecond), term.TTL)
 	}
 }
