@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -49,6 +50,29 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	pgtest.Main(m)
+}
+
+var (
+	plainOnce sync.Once
+	plainBin  string
+	plainErr  error
+)
+
+// plainBaton is baton built without the race detector, next to batonBin,
+// for tests whose child processes must start quickly (built once).
+func plainBaton(t *testing.T) string {
+	t.Helper()
+	plainOnce.Do(func() {
+		plainBin = filepath.Join(filepath.Dir(batonBin), "baton-plain")
+		out, err := exec.Command("go", "build", "-o", plainBin, ".").CombinedOutput()
+		if err != nil {
+			plainErr = fmt.Errorf("building baton without -race: %v\n%s", err, out)
+		}
+	})
+	if plainErr != nil {
+		t.Fatal(plainErr)
+	}
+	return plainBin
 }
 
 // store is where a test's leases live: a fresh lock directory, or a fresh
