@@ -19,7 +19,7 @@
 # trials and overlaps per edge.
 #
 # Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200 EDGE_TRIALS=200
-#                                      RUN=Chaos (a go test -run pattern: a part)
+#                                      RUN=Chaos (a go test -run pattern: a part) PARALLEL=8
 set -euo pipefail
 TRIALS=${TRIALS:-1000}
 FLEET_ROUNDS=${FLEET_ROUNDS:-200}
@@ -27,6 +27,6 @@ EDGE_TRIALS=${EDGE_TRIALS:-200}
 RUN=${RUN:-Chaos}
 export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
-BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS go test -count=1 -timeout 300m -run "$RUN" -v ./cmd/baton 2>&1 |
+BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS go test -count=1 -timeout 300m -parallel "${PARALLEL:-8}" -run "$RUN" -v ./cmd/baton 2>&1 |
   grep -E '^\s*(---|ok|FAIL)|chaos(_http)?_test.go:[0-9]+: [a-zA-Z]|edge .*trials'
 # pipefail: go test's status is the script's
