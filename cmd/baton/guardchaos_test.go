@@ -279,10 +279,15 @@ func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
     ttl: 3s
     kill_after: 300ms
     overlap: skip
-`, name(i), strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), logOf(i), 12)))
+`, name(i), strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), logOf(i), 120)))
 	}
 	config := writeJobFile(t, b.String())
-	d1 := s.startDaemon(t, fmt.Sprint("d1-", round), config)
+	// Runs of 120 s, so that none ends by itself within the test: with 12 s
+	// runs, at a load average of 40, a run could end within its trust
+	// window while d1 was frozen, rightly recorded succeeded (7 of 200
+	// trials), which this test took for a frozen run gone wrong. The
+	// daemons stop theirs after a grace of 1 s.
+	d1 := s.startDaemon(t, fmt.Sprint("d1-", round), config, "--grace", "1s")
 	for i := range jobs {
 		waitLine(t, logOf(i), 2*time.Minute, func(l string) bool { return strings.HasSuffix(l, " start") })
 	}
@@ -309,7 +314,7 @@ func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
 			frozen[i] = -1
 		}
 	}
-	d2 := s.startDaemon(t, fmt.Sprint("d2-", round), config)
+	d2 := s.startDaemon(t, fmt.Sprint("d2-", round), config, "--grace", "1s")
 	// Every job runs again, on d2, with a newer token, while d1 is frozen.
 	for i := range jobs {
 		waitLine(t, logOf(i), 2*time.Minute, func(l string) bool {
