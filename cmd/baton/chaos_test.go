@@ -314,9 +314,9 @@ func (ce *chaosEnv) runTrials(t *testing.T, trials int) chaosResult {
 	return total
 }
 
-// timing is a trial's TTL, A's kill-after (the zombie's window: the guard
-// TERMs A's tree when it resumes past its trust, and the writer ignores
-// TERM until the KILL), and the longest pause of A's tree beyond 100 ms.
+// A trial's TTL, A's kill-after (the zombie's window: the guard TERMs A's
+// tree when it resumes past its trust, and the writer ignores TERM until
+// the KILL), and the longest pause of A's tree beyond 100 ms.
 //
 // The window is 400 ms, which needs a 1.2 s TTL (kill-after is at most a
 // third of it), and the pauses are scaled alike. With 100 ms (a 400 ms TTL)
@@ -324,14 +324,16 @@ func (ce *chaosEnv) runTrials(t *testing.T, trials int) chaosResult {
 // a write through baton put or a second server process is a new process or
 // connection, and at a load average of 35 even the no-fence control's
 // writer showed 0 stale writes in 75 trials.
-func (ce *chaosEnv) timing() (ttl, killAfter, pause time.Duration) {
-	return 1200 * time.Millisecond, 400 * time.Millisecond, 3300 * time.Millisecond
-}
+const (
+	chaosTTL       = 1200 * time.Millisecond
+	chaosKillAfter = 400 * time.Millisecond
+	chaosPause     = 3300 * time.Millisecond
+)
 
 // trial: holder A writes; A's whole tree is stopped for a random time
 // around its TTL while B waits for the lease and writes; then A continues.
 func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult {
-	ttl, killAfter, pause := ce.timing()
+	ttl, killAfter, pause := chaosTTL, chaosKillAfter, chaosPause
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "log")
 	writesA, writesB := 300, 20
@@ -542,7 +544,7 @@ var tokenRegister = porcupine.Model{
 
 // chaosTrials is how many trials a fence runs: BATON_CHAOS_TRIALS
 // (bench/chaos.sh sets it), 20 in CI.
-func chaosTrials(t *testing.T, mode string) int {
+func chaosTrials() int {
 	if n, err := strconv.Atoi(os.Getenv("BATON_CHAOS_TRIALS")); err == nil && n > 0 {
 		return n
 	}
@@ -583,7 +585,7 @@ func TestChaos(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Parallel()
-			r := runChaos(t, c.mode, chaosTrials(t, c.mode))
+			r := runChaos(t, c.mode, chaosTrials())
 			t.Logf("%s: %+v", c.name, r)
 			if r.staleAccepted != 0 || r.violations != 0 {
 				t.Fatalf("stale writes accepted through the %s: %+v", c.name, r)
@@ -609,7 +611,7 @@ func TestChaos(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := runControl(t, c.mode, chaosTrials(t, c.mode)/2)
+			r := runControl(t, c.mode, chaosTrials()/2)
 			t.Logf("%s (control): %+v", c.name, r)
 			if r.staleAccepted == 0 {
 				t.Errorf("%s: no stale write was accepted in %d trials: the control cannot show what the fence prevents", c.name, r.trials)
