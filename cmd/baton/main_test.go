@@ -78,6 +78,7 @@ func plainBaton(t *testing.T) string {
 // store is where a test's leases live: a fresh lock directory, or a fresh
 // PostgreSQL database.
 type store struct {
+	bin  string // the baton binary; batonBin when empty
 	name string
 	env  []string // BATON_DB or BATON_LOCK_DIR
 	dsn  string   // PostgreSQL only
@@ -130,7 +131,11 @@ type result struct {
 }
 
 func (s store) command(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, batonBin, args...)
+	bin := batonBin
+	if s.bin != "" {
+		bin = s.bin
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), s.env...)
 	// The race detector sleeps a second at exit by default, which would
 	// blur when baton (and its guard) really ended.
