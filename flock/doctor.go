@@ -61,7 +61,12 @@ var (
 	protectedRegularPath = "/proc/sys/fs/protected_regular"
 	lookupGroup          = user.LookupGroup
 	geteuid              = os.Geteuid
+	access               = unix.Access // access(2): EROFS needs a read-only mount
 )
+
+// writableDirHint is the advice for a lock directory on a read-only file
+// system (EROFS): a mount option, not a permission, is in the way.
+const writableDirHint = "set BATON_LOCK_DIR (or --lock-dir) to a directory on a writable, persistent local file system, such as " + HostDir + ", or remount this one read-write"
 
 // CheckDir checks the lock directory dir of scope as Open(dir, scope,
 // create) would use it, without creating or changing anything: whether it
@@ -129,7 +134,11 @@ func (r *Report) checkMissing(create bool, anc string) {
 		r.add(LevelError, "exists", "%s does not exist, and baton run creates a host-scope lock directory only as root or when named by --lock-dir or $BATON_LOCK_DIR. As root: %s (or install the tmpfiles.d line below); or choose --scope user", dir, r.Install)
 		return
 	}
-	if err := unix.Access(anc, unix.W_OK|unix.X_OK); err != nil {
+	if err := access(anc, unix.W_OK|unix.X_OK); err != nil {
+		if errors.Is(err, unix.EROFS) {
+			r.add(LevelError, "exists", "%s does not exist, and cannot be created: %s is on a read-only file system (%v): %s", dir, anc, err, writableDirHint)
+			return
+		}
 		r.add(LevelError, "exists", "%s does not exist, and uid %d cannot create it in %s (%v): create it yourself, or choose another --lock-dir", dir, os.Getuid(), anc, err)
 		return
 	}
@@ -225,7 +234,13 @@ func (r *Report) checkMode(mode uint32) {
 	sticky := mode&unix.S_ISVTX != 0
 	before := len(r.Findings)
 	if perm&0o002 != 0 && !sticky {
-		r.add(LevelWarn, "mode", "%04o is world-writable without the sticky bit: any user can delete or replace lock files, and with them the jobs' fencing tokens: chmod o-w %s", perm, dir)
+		// Anyone can unlink a held lock file and create another at its
+		// path: two holders at once, and a fencing token that starts over.
+		fix := fmt.Sprintf("chmod 2770 %s and chgrp %s %s (only the group may create lock files), or at least chmod +t %s (mode 1777, like /tmp: only a file's owner may delete or rename it)", dir, HostGroup, dir, dir)
+		if r.Scope == ScopeUser {
+			fix = fmt.Sprintf("chmod 700 %s, or at least chmod +t %s", dir, dir)
+		}
+		r.add(LevelError, "mode", "%s is world-writable (%04o) without the sticky bit: any user can delete, rename or replace lock files, and with them the jobs' fencing tokens, so two runs may hold one job at once: %s", dir, perm, fix)
 	}
 	if r.Scope == ScopeUser {
 		if perm&0o022 != 0 && len(r.Findings) == before {
@@ -252,7 +267,11 @@ func (r *Report) checkMode(mode uint32) {
 
 func (r *Report) checkAccess() {
 	uid := os.Getuid()
-	if err := unix.Access(r.Dir, unix.W_OK|unix.X_OK); err != nil {
+	if err := access(r.Dir, unix.W_OK|unix.X_OK); err != nil {
+		if errors.Is(err, unix.EROFS) {
+			r.add(LevelError, "access", "%s is on a read-only file system (%v), so no one, root included, can create lock files here and baton run fails; no owner, group or mode changes that: %s", r.Dir, err, writableDirHint)
+			return
+		}
 		hint := fmt.Sprintf("add the user to group %s (usermod -aG %s %s; membership counts from the next login) and make the directory group-writable (chmod 2770), or choose --scope user", HostGroup, HostGroup, userName(uint32(uid)))
 		if r.Scope == ScopeUser {
 			hint = fmt.Sprintf("fix its owner or mode (chown %s; chmod 700), or choose another --lock-dir", userName(uint32(uid)))

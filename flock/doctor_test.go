@@ -182,12 +182,17 @@ func TestDoctorWorldWritable(t *testing.T) {
 	dir := t.TempDir()
 	chmod(t, dir, 0o777)
 	r := CheckDir(dir, ScopeHost, false)
-	want(t, r, "mode", LevelWarn, "0777", "world-writable without the sticky bit")
+	// Any user can replace a held lock file: a failure, naming the
+	// directory and the fixes.
+	want(t, r, "mode", LevelError, dir, "0777", "world-writable", "without the sticky bit", "chmod +t "+dir, "chmod 2770 "+dir)
 	want(t, r, "mode", LevelWarn, "setgid")
+	if !r.HasErrors() {
+		t.Errorf("a 0777 directory without the sticky bit has no error:\n%s", dump(r))
+	}
 
 	// The same in user scope: other users could delete the tokens.
 	r = CheckDir(dir, ScopeUser, true)
-	want(t, r, "mode", LevelWarn, "world-writable without the sticky bit")
+	want(t, r, "mode", LevelError, dir, "world-writable", "without the sticky bit", "chmod 700 "+dir)
 
 	// Sticky: no one deletes others' files, but anyone may create them.
 	chmod(t, dir, 0o1777)
@@ -198,6 +203,51 @@ func TestDoctorWorldWritable(t *testing.T) {
 		}
 	}
 	want(t, r, "mode", LevelWarn, "1777", "world-writable")
+	if r.HasErrors() {
+		t.Errorf("a 1777 directory has errors:\n%s", dump(r))
+	}
+}
+
+// On a read-only file system no owner or mode helps: the findings say the
+// file system is read-only and point to a writable BATON_LOCK_DIR, for an
+// existing directory and for a missing one. The file system is a tmpfs
+// remounted read-only; where mounting is not allowed (not root), access(2)
+// is made to answer EROFS instead, the narrowest point that sees it.
+func TestDoctorReadOnly(t *testing.T) {
+	ro := t.TempDir()
+	locks := filepath.Join(ro, "locks")
+	if err := os.Mkdir(locks, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, locks, 0o2770)
+	stub(t, &lookupGroup, groupOf(t, locks))
+	if err := unix.Mount("tmpfs", ro, "tmpfs", 0, "size=1m,mode=0755"); err == nil {
+		t.Cleanup(func() {
+			if err := unix.Unmount(ro, unix.MNT_DETACH); err != nil {
+				t.Errorf("unmount %s: %v", ro, err)
+			}
+		})
+		if err := os.Mkdir(locks, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		chmod(t, locks, 0o2770)
+		if err := unix.Mount("", ro, "", unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatalf("remount %s read-only: %v", ro, err)
+		}
+	} else {
+		t.Logf("cannot mount a tmpfs (%v): access(2) answers EROFS instead", err)
+		stub(t, &access, func(string, uint32) error { return unix.EROFS })
+	}
+
+	for _, c := range []struct{ dir, check string }{{locks, "access"}, {filepath.Join(ro, "missing"), "exists"}} {
+		r := CheckDir(c.dir, ScopeHost, true)
+		want(t, r, c.check, LevelError, "read-only file system", "BATON_LOCK_DIR", HostDir)
+		for _, f := range r.Findings {
+			if f.Level == LevelError && (strings.Contains(f.Message, "usermod") || strings.Contains(f.Message, "chmod")) {
+				t.Errorf("%s: advice that cannot help on a read-only file system: %s %s", c.dir, f.Check, f.Message)
+			}
+		}
+	}
 }
 
 func TestDoctorUserScope(t *testing.T) {

@@ -113,8 +113,13 @@ type ConnReport struct {
 
 // ConnServer says what the doctor connected to, and as whom.
 type ConnServer struct {
-	DSN        string `json:"dsn"` // password redacted
-	Via        string `json:"via"` // "db" or "reserved-db": which URL connected
+	DSN string `json:"dsn"` // password redacted
+	Via string `json:"via"` // "db" or "reserved-db": which URL connected
+	// Kind is what answered: "postgresql", or "pgbouncer-console" for
+	// PgBouncer's admin console (database "pgbouncer"), which has no
+	// catalogs to read; then Version is the bouncer's ("PgBouncer 1.18.0")
+	// and nothing else is known.
+	Kind       string `json:"kind"`
 	Version    string `json:"version"`
 	VersionNum int    `json:"version_num"` // server_version_num, e.g. 150008
 	SystemID   string `json:"system_id"`   // pg_control_system().system_identifier
@@ -219,6 +224,11 @@ type ConnPins struct {
 	LongTransactions []ConnPin `json:"long_transactions"`
 	// AdvisoryLocks lists sessions holding advisory locks.
 	AdvisoryLocks []AdvisoryPin `json:"advisory_locks"`
+	// Hidden counts the sessions whose state and times the doctor's role
+	// may not see (holders.hidden). When above 0 the lists above are
+	// incomplete: pins among those sessions are unknown, and the report is
+	// never OK.
+	Hidden int `json:"hidden"`
 }
 
 // ConnPin is one pinning session.
@@ -465,7 +475,9 @@ func DiagnoseConns(ctx context.Context, opt ConnOptions) (*ConnReport, error) {
 	if conn != nil {
 		defer conn.Close(context.Background())
 		d.conn = conn
-		d.examine(ctx)
+		if !d.bouncerConsole(ctx) {
+			d.examine(ctx)
+		}
 	}
 	d.plan()
 	r.judge()
@@ -520,11 +532,14 @@ func (d *doctor) connect(ctx context.Context) *pgx.Conn {
 		}
 		conn, err := d.dial(ctx, try.dsn)
 		if err == nil {
-			d.r.Server = &ConnServer{DSN: RedactDSN(try.dsn), Via: try.via}
+			d.r.Server = &ConnServer{DSN: RedactDSN(try.dsn), Via: try.via, Kind: KindPostgreSQL}
 			return conn
 		}
 		f := describeConnectError(err, try.dsn)
 		f.Via = try.via
+		if cfg, err := pgx.ParseConfig(try.dsn); err == nil && cfg.Database == "pgbouncer" {
+			f.Message += ` (database "pgbouncer" is PgBouncer's admin console, not a PostgreSQL server: point --` + try.via + ` at the server itself)`
+		}
 		d.r.ConnectFailures = append(d.r.ConnectFailures, f)
 		if f.SQLState == "53300" {
 			d.findShort(ConnCritical, "connect", fmt.Sprintf("--%s refused: %s (%s)", try.via, f.Message, limitText[f.Limit]),
@@ -552,6 +567,42 @@ func (d *doctor) dial(ctx context.Context, dsn string) (*pgx.Conn, error) {
 	// each query once.
 	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// What answered the doctor's connection (ConnServer.Kind).
+const (
+	KindPostgreSQL       = "postgresql"
+	KindPgBouncerConsole = "pgbouncer-console"
+)
+
+// bouncerConsole recognises PgBouncer's admin console, the pseudo-database
+// "pgbouncer", and says so instead of reading it. The console reports
+// server_version "1.18.0/bouncer" at startup and answers SHOW VERSION with
+// "PgBouncer 1.18.0", but refuses every SELECT ("invalid command …, use SHOW
+// HELP", SQLSTATE 08P01) and then drops the connection with a bare "FATAL:
+// failure". A database behind the bouncer reports the server's version, and
+// a real database named pgbouncer fails SHOW VERSION (no such setting).
+func (d *doctor) bouncerConsole(ctx context.Context) bool {
+	sv := d.conn.PgConn().ParameterStatus("server_version")
+	db := d.conn.Config().Database
+	if !strings.HasSuffix(sv, "/bouncer") && db != "pgbouncer" {
+		return false
+	}
+	qctx, cancel := context.WithTimeout(ctx, d.opt.QueryTimeout)
+	defer cancel()
+	var version string
+	if err := d.conn.QueryRow(qctx, "SHOW VERSION").Scan(&version); err != nil || !strings.HasPrefix(version, "PgBouncer") {
+		if !strings.HasSuffix(sv, "/bouncer") {
+			return false
+		}
+		version = "PgBouncer " + strings.TrimSuffix(sv, "/bouncer")
+	}
+	s := d.r.Server
+	s.Kind, s.Version, s.Database = KindPgBouncerConsole, version, db
+	d.findShort(ConnUnknown, "server", fmt.Sprintf("--%s is the admin console of %s (database %q), not a PostgreSQL server", s.Via, version, db),
+		"--%s reaches the admin console of %s (the pseudo-database %q), not a PostgreSQL server: it answers SHOW commands about the bouncer's own pools and clients (SHOW POOLS, SHOW CLIENTS, SHOW SERVERS), not the catalogs and statistics this check reads. "+
+			"To check the connection slots of the server behind it, point --%s at the server's own host and port", s.Via, version, db, s.Via)
+	return true
 }
 
 // describeConnectError names the limit of a 53300 refusal from its message.
@@ -740,9 +791,6 @@ func (d *doctor) readActivity(ctx context.Context) error {
 			"%d of %d usable slots in use (%s, warning at %g%%); %s", b.InUse, b.Usable, pct(b.InUsePercent), d.opt.WarnPercent, topHolder(h))
 	default:
 		d.find(ConnOK, "budget", "%d of %d usable slots in use (%s); %d free", b.InUse, b.Usable, pct(b.InUsePercent), b.Free)
-	}
-	if h.Hidden > 0 {
-		d.find(ConnNote, "hidden", "%d sessions of other roles are hidden from %s: their state, client address, times and query need superuser or pg_read_all_stats, so pins among them cannot be seen", h.Hidden, d.r.Server.User)
 	}
 	return nil
 }
@@ -990,6 +1038,9 @@ func (d *doctor) effective(name, db, role string) int64 {
 }
 
 func (d *doctor) readPins(ctx context.Context) error {
+	if d.r.Holders == nil {
+		return errors.New("pg_stat_activity could not be read, so no pin can be seen")
+	}
 	rows, err := d.conn.Query(ctx, doctorSQL("blocked"))
 	if err != nil {
 		return err
@@ -1006,7 +1057,7 @@ func (d *doctor) readPins(ctx context.Context) error {
 		blocks[b.Blocker] = b.Waiting
 	}
 
-	p := &ConnPins{IdleInTransaction: []ConnPin{}, LongTransactions: []ConnPin{}, AdvisoryLocks: []AdvisoryPin{}}
+	p := &ConnPins{IdleInTransaction: []ConnPin{}, LongTransactions: []ConnPin{}, AdvisoryLocks: []AdvisoryPin{}, Hidden: d.r.Holders.Hidden}
 	bySID := map[int]session{}
 	for _, s := range d.sessions {
 		bySID[s.pid] = s
@@ -1091,11 +1142,33 @@ func (d *doctor) readPins(ctx context.Context) error {
 			"%s with session-level advisory locks, which pin each to its client and break under transaction pooling; e.g. pid %d (user %s, application %q) holds %d (keys %s), idle for %s",
 			plural(n, "session"), a.PID, a.User, a.Application, a.Locks, strings.Join(a.Keys, " "), fmtSeconds(a.StateAgeSeconds))
 	}
-	if len(idle) == 0 && len(p.LongTransactions) == 0 && len(sessionLevel) == 0 {
+	switch {
+	case p.Hidden > 0:
+		// What cannot be seen is unknown, not absent: a role without
+		// pg_read_all_stats would otherwise report "no pins" beside
+		// another role's session idle in a transaction for an hour.
+		user := d.r.Server.User
+		grant := GrantMonitor(user)
+		d.findShort(ConnUnknown, "pins", fmt.Sprintf("pins unknown: %s of other roles hidden from %s (%s)", plural(p.Hidden, "session"), user, grant),
+			"pins unknown: %s of other roles are hidden from %s, which may not see their state, times or query, so whether any of them is idle in a transaction, holds an old transaction or a session-level advisory lock cannot be told. "+
+				"To see them, as a superuser: %s (pg_monitor includes pg_read_all_stats, which is enough on its own), or run the doctor as a superuser",
+			plural(p.Hidden, "session"), user, grant)
+	case len(idle) == 0 && len(p.LongTransactions) == 0 && len(sessionLevel) == 0:
 		d.find(ConnOK, "pins", "no session idle in a transaction for %s, no transaction open for %s, no session-level advisory lock", d.opt.IdleTx, d.opt.LongTx)
 	}
 	return nil
 }
+
+// GrantMonitor is the statement that lets role see every session: the role
+// bare when it is a plain lower-case identifier, double-quoted otherwise.
+func GrantMonitor(role string) string {
+	if !plainIdent().MatchString(role) || slices.Contains([]string{"all", "current_role", "current_user", "default", "none", "public", "session_user", "user"}, role) {
+		role = pgx.Identifier{role}.Sanitize()
+	}
+	return "GRANT pg_monitor TO " + role + ";"
+}
+
+var plainIdent = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z_][a-z0-9_$]*$`) })
 
 func pinText(p ConnPin) string {
 	s := fmt.Sprintf("pid %d (user %s, database %s, application %q", p.PID, p.User, p.Database, p.Application)
@@ -1318,7 +1391,7 @@ func (r *ConnReport) judge() {
 		if r.Budget != nil && r.Holders != nil {
 			why = append(why, fmt.Sprintf("%d of %d usable slots in use (%s)", r.Budget.InUse, r.Budget.Usable, pct(r.Budget.InUsePercent)))
 		}
-		if r.Pins != nil {
+		if r.Pins != nil && r.Pins.Hidden == 0 {
 			why = append(why, "no pins")
 		}
 	}

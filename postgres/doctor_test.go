@@ -540,21 +540,67 @@ func TestDoctorTimeouts(t *testing.T) {
 	}
 }
 
-// Without pg_read_all_stats, other roles' sessions are counted but hidden.
+// Without pg_read_all_stats, other roles' sessions are counted but hidden,
+// and pins among them are unknown: never "no pins". Here another role's
+// session is idle in a transaction past --idle-tx; granted pg_monitor, the
+// same role sees it.
 func TestDoctorHiddenSessions(t *testing.T) {
 	t.Parallel()
 	dsn := pgtest.DSN(t)
 	admin := connect(t, dsn)
-	plain := withUser(t, dsn, newRole(t, admin, ""), "x")
-	r := diagnose(t, postgres.ConnOptions{DSN: plain})
+	role := newRole(t, admin, "")
+	plain := withUser(t, dsn, role, "x")
+	idle := connect(t, dsn)
+	mustExec(t, idle, "begin")
+	mustExec(t, idle, "select 1")
+	time.Sleep(1100 * time.Millisecond)
+
+	r := diagnose(t, postgres.ConnOptions{DSN: plain, IdleTx: time.Second})
 	if r.Server.Superuser || r.Server.ReadAllStats || r.Holders.Hidden < 1 {
 		t.Fatalf("as a plain role: server %+v, hidden %d", r.Server, r.Holders.Hidden)
 	}
 	if !slices.Contains(r.Holders.ByState, postgres.ConnCount{Name: postgres.HiddenName, Count: r.Holders.Hidden}) {
 		t.Errorf("by state %+v, want %d hidden", r.Holders.ByState, r.Holders.Hidden)
 	}
-	if f, _ := finding(r, "hidden"); f.Level != postgres.ConnNote {
-		t.Errorf("hidden finding %+v, want a note", f)
+	grant := "GRANT pg_monitor TO " + role + ";"
+	f, _ := finding(r, "pins")
+	if f.Level != postgres.ConnUnknown || !strings.Contains(f.Message, grant) || !strings.HasPrefix(f.Message, "pins unknown") {
+		t.Errorf("pins finding %+v, want unknown, naming %q", f, grant)
+	}
+	if r.Level != postgres.ConnUnknown || r.Level.ExitStatus() != 3 || !strings.Contains(r.Verdict, "pins unknown") || !strings.Contains(r.Verdict, grant) || strings.Contains(r.Verdict, "no pins") {
+		t.Errorf("level %s, verdict %q; want UNKNOWN saying the pins are unknown and %q", r.Level, r.Verdict, grant)
+	}
+	if r.Pins.Hidden != r.Holders.Hidden {
+		t.Errorf("pins.hidden %d, holders.hidden %d; want the same", r.Pins.Hidden, r.Holders.Hidden)
+	}
+
+	// The control: granted pg_monitor, the role sees the pin and no
+	// session is hidden.
+	mustExec(t, admin, "grant pg_monitor to "+role)
+	r = diagnose(t, postgres.ConnOptions{DSN: plain, IdleTx: time.Second})
+	if !r.Server.ReadAllStats || r.Holders.Hidden != 0 || r.Pins.Hidden != 0 {
+		t.Errorf("with pg_monitor: read_all_stats %v, hidden %d/%d; want true, 0", r.Server.ReadAllStats, r.Holders.Hidden, r.Pins.Hidden)
+	}
+	if !slices.ContainsFunc(r.Pins.IdleInTransaction, func(p postgres.ConnPin) bool { return p.PID == pid(t, idle) }) {
+		t.Errorf("with pg_monitor the idle session %d is not a pin: %+v", pid(t, idle), r.Pins.IdleInTransaction)
+	}
+	if f, _ := finding(r, "idle-in-transaction"); f.Level != postgres.ConnWarning {
+		t.Errorf("with pg_monitor: idle-in-transaction finding %+v, want a warning", f)
+	}
+}
+
+func TestGrantMonitor(t *testing.T) {
+	t.Parallel()
+	for role, want := range map[string]string{
+		"monitor":    "GRANT pg_monitor TO monitor;",
+		"doctor_1a$": "GRANT pg_monitor TO doctor_1a$;",
+		"Monitor":    `GRANT pg_monitor TO "Monitor";`,
+		"user":       `GRANT pg_monitor TO "user";`,
+		`a"b c`:      `GRANT pg_monitor TO "a""b c";`,
+	} {
+		if got := postgres.GrantMonitor(role); got != want {
+			t.Errorf("GrantMonitor(%q) = %q, want %q", role, got, want)
+		}
 	}
 }
 
@@ -681,9 +727,9 @@ func TestDoctorJSONKeys(t *testing.T) {
 		want []string
 	}{
 		"budget":  {r.Budget, []string{"database_limits", "free", "in_use", "in_use_percent", "max_connections", "reserve_members", "reserved_connections", "role_limits", "superuser_reserved_connections", "superusers", "usable"}},
-		"server":  {r.Server, []string{"database", "dsn", "pid", "read_all_stats", "superuser", "system_id", "user", "version", "version_num", "via"}},
+		"server":  {r.Server, []string{"database", "dsn", "kind", "pid", "read_all_stats", "superuser", "system_id", "user", "version", "version_num", "via"}},
 		"holders": {r.Holders, []string{"by_application", "by_client_addr", "by_database", "by_state", "by_user", "hidden"}},
-		"pins":    {r.Pins, []string{"advisory_locks", "idle_in_transaction", "long_transactions"}},
+		"pins":    {r.Pins, []string{"advisory_locks", "hidden", "idle_in_transaction", "long_transactions"}},
 	} {
 		if got := keys(c.v); !slices.Equal(got, c.want) {
 			t.Errorf("%s keys %v, want %v", name, got, c.want)

@@ -44,10 +44,14 @@ Checks of doctor local:
   owner              the owner and group: group baton in host scope, the
                      current user in user scope
   mode               host scope wants 2770: setgid (lock files inherit the
-                     group), group rwx, no access for others; warns when
-                     world-writable without the sticky bit. User scope wants
-                     no write access for others
-  access             the current user can create files there (access(2) W_OK|X_OK)
+                     group), group rwx, no access for others. World-writable
+                     without the sticky bit (0777) is an error: any user can
+                     delete or replace lock files, and with them the fencing
+                     tokens (chmod 2770 with group baton, or at least chmod +t).
+                     User scope wants no write access for others
+  access             the current user can create files there (access(2)
+                     W_OK|X_OK); on a read-only file system (EROFS) no owner or
+                     mode helps: set BATON_LOCK_DIR to a writable directory
   protected-regular  fs.protected_regular: when set and the directory is
                      sticky and world-writable (like /tmp), O_CREAT opens of
                      other users' lock files fail (flock(1), 9>FILE)
@@ -67,7 +71,8 @@ doctor local checks the local store even when --db or $BATON_DB is set, and
 then says that baton run would use PostgreSQL instead.
 
 Exit status of doctor local: 0 healthy, or only warnings; 1 problems found
-(an error-level finding); 64 usage error.
+(an error-level finding: a directory that baton run cannot use or that any
+user can tamper with); 64 usage error.
 
 doctor pg connects once, with one plain connection (no pool), named
 application_name baton/doctor/<host> unless the URL names one, with a
@@ -95,7 +100,8 @@ WARNING, CRITICAL or UNKNOWN and why, then these sections:
              superuser or pg_read_all_stats, other roles' sessions show
              only their pid, user, database and application: they are
              counted as "(hidden: insufficient privilege)" and pins among
-             them cannot be seen.
+             them cannot be seen: the pins are then UNKNOWN, never "no
+             pins" (GRANT pg_monitor TO the role shows them).
   pins       sessions idle in a transaction, aborted or not, with how long
              (now() - state_change); transactions open for --long-tx or more
              (now() - xact_start); with each, age(backend_xmin) and the
@@ -136,8 +142,11 @@ warning beats unknown):
              shorter than the pools' idle time (--pool-idle): the server
              closes connections a pool still holds
   unknown    no connection (other than a 53300 refusal) through --db or
-             --reserved-db, or a section that could not be read
-  note       does not change the verdict: hidden sessions;
+             --reserved-db, or a section that could not be read; sessions
+             of other roles hidden from a role without pg_read_all_stats
+             (pg_monitor), so that pins among them cannot be seen; PgBouncer's
+             admin console (database pgbouncer) instead of a server
+  note       does not change the verdict:
              idle_in_transaction_session_timeout = 0 on the server (nothing
              ends an idle transaction's pin: when a pin is also found, its
              warning says so); session counters that moved since --state
@@ -397,6 +406,9 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 			role = "pg_read_all_stats"
 		}
 		fmt.Fprintf(tw, "\nserver\t%s (through --%s)\n", s.DSN, s.Via)
+		if s.Kind == postgres.KindPgBouncerConsole {
+			fmt.Fprintf(tw, "\t%s admin console (database %s), not a PostgreSQL server\n", s.Version, s.Database)
+		}
 		if s.VersionNum > 0 {
 			fmt.Fprintf(tw, "\tPostgreSQL %s (%d), as %s (%s) in %s, pid %d\n", s.Version, s.VersionNum, s.User, role, s.Database, s.PID)
 		}
@@ -458,7 +470,7 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 			fmt.Fprintf(tw, "  by %s\t%s\n", by.name, countsText(by.counts))
 		}
 		if h.Hidden > 0 {
-			fmt.Fprintf(tw, "  hidden\t%d sessions: superuser or pg_read_all_stats sees them\n", h.Hidden)
+			fmt.Fprintf(tw, "  hidden\t%d sessions: a superuser, or a member of pg_monitor or pg_read_all_stats, sees them\n", h.Hidden)
 		}
 	}
 	if p := r.Pins; p != nil {
@@ -477,7 +489,9 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 			fmt.Fprintf(tw, "  %s\tpid %d\tuser %s, database %s, application %q: %d held (keys %s), %s for %s\n",
 				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, ageText(a.StateAgeSeconds))
 		}
-		if len(p.IdleInTransaction)+len(p.LongTransactions)+len(p.AdvisoryLocks) == 0 {
+		if p.Hidden > 0 {
+			fmt.Fprintf(tw, "  unknown\t%d hidden sessions\tpins among them cannot be seen: %s\n", p.Hidden, postgres.GrantMonitor(r.Server.User))
+		} else if len(p.IdleInTransaction)+len(p.LongTransactions)+len(p.AdvisoryLocks) == 0 {
 			fmt.Fprintf(tw, "  none\t\t\n")
 		}
 	}
