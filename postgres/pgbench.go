@@ -223,12 +223,11 @@ func PgbenchScript(schema string, ttl time.Duration) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s := pgx.Identifier{schema}.Sanitize()
 	head := fmt.Sprintf(`-- Runs in schema %s, which it writes bench-N leases into. Before:
 --   baton migrate --db URL --schema %s
 -- after:
 --   psql DBNAME -c 'drop schema %s cascade'
-`, schema, schema, s)
+`, schema, schema, schema)
 	job := "('bench-' || :client_id)"
 	owner := "('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid"
 	acquire := bind(q["lease_acquire"], job, owner, fmt.Sprint(ttl.Milliseconds()), "'pgbench'", "0", "'{}'::text[]", "null::timestamptz")
