@@ -256,7 +256,11 @@ func (c *BenchCommand) sandbox(ctx context.Context, fs *flagSet, what string) (f
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if err := hold.Close(ctx); err != nil {
-			fmt.Fprintf(c.env.Stderr, "baton: %v; drop it by hand: psql DBNAME -c 'drop schema %s cascade' (or the next baton bench on this database drops it)\n", err, hold.Name)
+			later := ""
+			if strings.HasPrefix(hold.Name, postgres.BenchSchemaPrefix) {
+				later = " (or the next baton bench on this database drops it)"
+			}
+			fmt.Fprintf(c.env.Stderr, "baton: %v; drop it by hand: psql DBNAME -c 'drop schema %s cascade'%s\n", err, hold.Name, later)
 		}
 		st.close()
 	}

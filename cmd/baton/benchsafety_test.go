@@ -155,6 +155,13 @@ func TestBenchLeavesProductionAlone(t *testing.T) {
 			}
 		}
 	}
+	// With consent it runs there, and leaves the schema and its rows.
+	if r := s.run(t, "bench", "leases", "--clients", "1", "--duration", "100ms", "--schema", "payroll", "--allow-production-schema"); r.code != 0 {
+		t.Errorf("bench leases --schema payroll --allow-production-schema: exit %d: %s", r.code, r.stderr)
+	}
+	if n := one("select count(*) from payroll.job_leases where job_key = 'payday'"); n != 1 {
+		t.Errorf("payroll holds %d leases of payday after a bench there, want 1", n)
+	}
 	// A schema of the user's choosing that did not exist is created and
 	// dropped.
 	if r := s.run(t, "bench", "leases", "--clients", "1", "--duration", "100ms", "--schema", "mybench"); r.code != 0 {
@@ -177,8 +184,8 @@ func TestBenchLeavesProductionAlone(t *testing.T) {
 			return one("select count(*) from pg_stat_activity where application_name like 'baton/bench/%'") == 0
 		})
 	}
-	if r := s.run(t, "bench", "leases", "--clients", "1", "--duration", "100ms"); r.code != 0 {
-		t.Fatalf("bench leases after a killed bench: exit %d: %s", r.code, r.stderr)
+	if r := s.run(t, "bench", "leases", "--clients", "1", "--duration", "100ms"); r.code != 0 || !strings.Contains(r.stderr, "dropped schema baton_bench_") {
+		t.Fatalf("bench leases after a killed bench: exit %d, want 0 and the killed bench's schema dropped: %s", r.code, r.stderr)
 	}
 
 	// The relay and daemon are still at work, and production is as it was.
