@@ -17,4 +17,4 @@ echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 echo "--- PostgreSQL"
 "$baton" bench claims --db "$url" --jobs "$JOBS"
 echo "--- local store (SQLite, synchronous=FULL)"
-BATON_LOCK_DIR="$tmp/locks" "$baton" bench claims --jobs "$JOBS"
+"$baton" bench claims --lock-dir "$tmp" --jobs "$JOBS"

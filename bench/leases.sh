@@ -4,9 +4,12 @@
 #
 # Starts its own PostgreSQL cluster (initdb into a temp dir, unix socket only,
 # DEFAULT durability: fsync on, synchronous_commit on), builds baton (no -race),
-# runs `baton migrate`, then for each client count C, ROUNDS times:
-#   baton bench leases --keys distinct --clients C   (one key per client)
+# migrates the schema baton_pgbench for pgbench's script, then for each client
+# count C, ROUNDS times:
+#   baton bench leases --keys distinct --clients C   (one key per client, in a
+#                                                     schema of its own)
 #   pgbench -n -M prepared -f <(baton bench leases --pgbench-script) -c C
+#                                                    (in schema baton_pgbench)
 # interleaved (baton, then pgbench, then again), and baton --keys shared once
 # per round for information. Prints a markdown table of the median of rounds.
 #
@@ -24,6 +27,7 @@ export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
 
 . bench/cluster.sh
+"$baton" migrate --db "$url" --schema baton_pgbench >&2
 "$baton" bench leases --pgbench-script >"$tmp/leases.pgbench"
 
 settings=$("${psql[@]}" -d "$db" -At -F' ' -c \

@@ -37,5 +37,5 @@ echo "--- steady state, PostgreSQL: $RATE events/s for $STEADY"
 "$baton" bench outbox --db "$url" --rate "$RATE" --duration "$STEADY" --sinks http
 
 echo "--- local store (SQLite, synchronous=FULL) burn-down"
-BATON_LOCK_DIR="$tmp/locks" "$baton" bench outbox --events "$EVENTS"
+"$baton" bench outbox --lock-dir "$tmp" --events "$EVENTS"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

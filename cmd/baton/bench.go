@@ -23,40 +23,83 @@ Usage: baton bench leases [flags]
        baton bench claims [flags]
        baton bench outbox [flags]
 
-bench outbox measures the outbox relay. Burn-down (default): --events
-events are inserted at once, then --clients relays (default 1,3; each with
-its own pool, in this process) deliver them with --until-idle, to each sink
-in --sinks: noop (in-process, no I/O) and http (a webhook on loopback in
-this process answering 204). With --rate R it measures steady state
-instead: R events per second, one per transaction, for --duration, and
-reports commit-to-delivery latency for three wake-ups: the in-process nudge
-(writer and relay share the store), LISTEN/NOTIFY (PostgreSQL; separate
-stores), and polling alone. It empties the store's outbox table first.
+Where the benchmarks write: never where production's jobs, leases and
+events live. Against PostgreSQL (--db or BATON_DB) each run creates a
+schema of its own, baton_bench_PID (PID: the bench's process id),
+migrates it, works in it alone and drops it at the end: after an error and
+after an interrupt (Ctrl-C, SIGTERM) too. BATON_SCHEMA is ignored. A daemon
+or relay on another schema never sees a bench's rows, and a bench never
+sees theirs. A run holds a session advisory lock on its schema while it
+works; if it was killed (kill -9, a lost connection) its schema stays, and
+the next baton bench on that database drops every baton_bench_* schema
+whose lock is free. To drop one by hand:
 
-bench claims measures the durable schedule with a no-op action: --jobs jobs
-are made due at once and --clients daemons (default 1,3; each with its own
+  psql DBNAME -c 'drop schema baton_bench_PID cascade'
+
+With --schema NAME a bench runs in NAME instead: created and dropped if it
+does not exist; left in place if it does. It refuses (exit 64) baton's
+default schema (baton) and a schema that holds daemons, relays, or jobs,
+ticks, leases, fence marks, events or idempotency keys that no bench
+wrote, unless --allow-production-schema is given.
+
+On the local store each run works in a new temporary directory,
+baton-bench-*, with lock files and a baton.db of its own, under $TMPDIR
+(default /tmp), or under --lock-dir DIR when given (to measure that file
+system), and removes it at the end. BATON_LOCK_DIR is ignored: the lock
+directory and baton.db in use are never touched. A killed run leaves its
+directory behind: rm -r $TMPDIR/baton-bench-*.
+
+bench outbox measures the outbox relay, in the bench's own schema or
+directory. Burn-down (default): --events events (topic bench.burn) are
+inserted at once, then --clients relays (default 1,3; each with its own
+pool, in this process) deliver them with --until-idle, to each sink in
+--sinks: noop (in-process, no I/O) and http (a webhook on loopback in this
+process answering 204). With --rate R it measures steady state instead: R
+events per second, one per transaction, for --duration, and reports
+commit-to-delivery latency for three wake-ups: the in-process nudge
+(writer and relay share the store), LISTEN/NOTIFY (PostgreSQL; separate
+stores), and polling alone. It empties its outbox before each round.
+
+bench claims measures the durable schedule with a no-op action, in the
+bench's own schema or directory: --jobs jobs named bench-claims-* are
+made due at once and --clients daemons (default 1,3; each with its own
 pool) claim them in batches of 100 (FOR UPDATE SKIP LOCKED), record each
 tick's start and its outcome, first without and then with taking and
-releasing the job's lease as the daemon does. No process is started. It
-creates --jobs jobs named bench-claims-* in the store's schedule.
+releasing the job's lease as the daemon does. No process is started.
 
-bench fence measures the cost of the fences: committed writes per second
-(one insert per transaction) by --clients concurrent writers of one job,
-with no fence, with the same-database fence (postgres.FenceLease) and with
-the high-water fence (postgres.Fence, one resource: it serialises writers).
-It creates and drops the table <schema>.bench_fence_results.
+bench fence measures the cost of the fences, in the bench's own schema:
+committed writes per second (one insert per transaction, into its table
+bench_fence_results) by --clients concurrent writers of one job, with no
+fence, with the same-database fence (postgres.FenceLease) and with the
+high-water fence (postgres.Fence, one resource: it serialises writers).
 
 bench leases:
-Measures acquire+release cycles per second against the store in use, for
-each number of concurrent clients in --clients, over distinct job keys (one
-per client: the store's raw rate) and over one shared key (contention: most
-attempts find the lease busy). Prints throughput and latency percentiles of
-one cycle. Against PostgreSQL, compare with pgbench running the very same SQL:
+Measures acquire+release cycles per second against the store in use (in
+the bench's own schema or directory), for each number of concurrent
+clients in --clients, over distinct job keys (one per client: the store's
+raw rate) and over one shared key (contention: most attempts find the lease
+busy). Prints throughput and latency percentiles of one cycle. Against
+PostgreSQL, compare with pgbench running the very same SQL, in a schema of
+its own (default baton_pgbench; --schema to choose):
 
+  baton migrate --db URL --schema baton_pgbench
   baton bench leases --pgbench-script > leases.pgbench
   pgbench -n -M prepared -f leases.pgbench -c 4 -j 4 -T 10 DBNAME
+  psql DBNAME -c 'drop schema baton_pgbench cascade'
 
-Exit status: 0 done; 64 usage error; 69 store unavailable; 70 internal error.
+--allow-production-schema lets --schema name baton's default schema or a
+schema that production uses. Then the bench works among production's
+rows and does not drop the schema: bench leases and fence leave bench-*
+leases and fence marks; bench claims makes every job of the schema due,
+claims its ticks and records them succeeded without running them (its
+bench-claims-* jobs are marked removed at the end); bench outbox deletes
+every event of the outbox, pending ones included, and delivers what is
+pending to its own sink; a relay of production's meanwhile delivers the
+bench's events to production's sink. Never on a live fleet.
+
+Exit status: 0 done; 64 usage error (a production schema refused
+included); 69 store unavailable; 70 internal error; 128+N interrupted by
+signal N (the bench's schema or directory is removed first).
 `
 
 // BenchCommand is `baton bench`.
@@ -71,6 +114,11 @@ type BenchCommand struct {
 	script   bool
 	jobs     int
 	outbox   outboxBenchFlags
+	// allowProduction is --allow-production-schema; borrowed says the
+	// bench runs in a schema it did not create, and so must clean up
+	// after itself where it can.
+	allowProduction bool
+	borrowed        bool
 }
 
 // BenchResult is one measured configuration.
@@ -92,6 +140,9 @@ type BenchResult struct {
 func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("bench", c.env.Stdout, benchHelp)
 	c.store.register(fs)
+	// A bench's own, whatever BATON_SCHEMA and BATON_LOCK_DIR say.
+	fs.Lookup("schema").Usage = "PostgreSQL: run in schema `NAME` instead of a new baton_bench_PID (refused if production's: see above); with --pgbench-script, the script's schema (default " + postgres.PgbenchSchema + ")"
+	fs.Lookup("lock-dir").Usage = "local store: make the bench's temporary directory in `DIR` instead of $TMPDIR (BATON_LOCK_DIR is ignored)"
 	fs.StringVar(&c.clients, "clients", "1,4,16", "comma-separated numbers of concurrent clients")
 	fs.StringVar(&c.keys, "keys", "distinct,shared", "which key sets to measure: distinct, shared or both")
 	durationFlag(fs, &c.duration, "duration", 5*time.Second, "measure each configuration for `DURATION`")
@@ -99,31 +150,153 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.json, "json", false, "print results as JSON")
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
+	fs.BoolVar(&c.allowProduction, "allow-production-schema", false, "let --schema name baton's default schema or one that production uses (destructive: see above)")
 	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) == 1 && pos[0] == "fence" {
-		return c.fence(ctx, fs)
+	what := strings.Join(pos, " ")
+	if !slices.Contains([]string{"leases", "fence", "claims", "outbox"}, what) {
+		return baton.Invalid("WHAT", "want baton bench leases, fence, claims or outbox, got %q", what)
 	}
-	if len(pos) == 1 && pos[0] == "claims" {
-		return c.claims(ctx, fs)
+	if what == "leases" && c.script {
+		return c.pgbenchScript(fs)
 	}
-	if len(pos) == 1 && pos[0] == "outbox" {
-		return c.outboxBench(ctx, fs)
-	}
-	if len(pos) != 1 || pos[0] != "leases" {
-		return baton.Invalid("WHAT", "want baton bench leases, fence, claims or outbox, got %q", strings.Join(pos, " "))
-	}
-	if c.script {
-		s, err := postgres.PgbenchScript(c.store.schema, c.ttl)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprint(c.env.Stdout, s)
+	cleanup, err := c.sandbox(ctx, fs, what)
+	if err != nil {
 		return err
 	}
+	defer cleanup()
+	switch what {
+	case "fence":
+		err = c.fence(ctx, fs)
+	case "claims":
+		err = c.claims(ctx, fs)
+	case "outbox":
+		err = c.outboxBench(ctx, fs)
+	default:
+		err = c.leases(ctx, fs)
+	}
+	if e, ok := interrupted(ctx); ok {
+		return e
+	}
+	return err
+}
+
+func (c *BenchCommand) pgbenchScript(fs *flagSet) error {
+	if c.schemaNamed(fs) && c.store.schema == postgres.DefaultSchema && !c.allowProduction {
+		return c.refuseDefault()
+	}
+	schema := ""
+	if c.schemaNamed(fs) {
+		schema = c.store.schema
+	}
+	s, err := postgres.PgbenchScript(schema, c.ttl)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(c.env.Stdout, s)
+	return err
+}
+
+// schemaNamed says --schema was given; BATON_SCHEMA does not count.
+func (c *BenchCommand) schemaNamed(fs *flagSet) bool {
+	named := false
+	fs.Visit(func(f *flag.Flag) { named = named || f.Name == "schema" })
+	return named
+}
+
+func (c *BenchCommand) refuseDefault() error {
+	return baton.Invalid("--schema", "%s is baton's default schema, where production's jobs, leases and events live; leave --schema out (each bench makes a schema of its own and drops it), or give --allow-production-schema to bench there anyway (see baton bench --help)", postgres.DefaultSchema)
+}
+
+// sandbox points c.store at a place of the bench's own: a new PostgreSQL
+// schema (or the one --schema names, unless production's) or a new
+// temporary directory for the local store. The returned func removes it.
+func (c *BenchCommand) sandbox(ctx context.Context, fs *flagSet, what string) (func(), error) {
+	dsn, _, err := c.store.dsn(c.env)
+	if err != nil {
+		return nil, err
+	}
+	if dsn == "" {
+		if what == "fence" {
+			return nil, baton.Invalid("--db", "baton bench fence measures the PostgreSQL fences: give --db or BATON_DB")
+		}
+		return c.tempLockDir()
+	}
+	named := c.schemaNamed(fs)
+	if !named {
+		c.store.schema = "" // the bench's own
+	} else if c.store.schema == postgres.DefaultSchema && !c.allowProduction {
+		return nil, c.refuseDefault()
+	}
+	// The bench's session: one connection of its own, outside the pools
+	// measured, in no schema of production's.
+	admin := c.store
+	admin.schema, admin.maxConns = postgres.DefaultSchema, 1
+	st, err := admin.open(ctx, c.env, "bench", false)
+	if err != nil {
+		return nil, err
+	}
+	var hold *postgres.BenchSchema
+	err = admin.retryUnavailable(ctx, c.env, "opening the store", func() error {
+		var err error
+		hold, err = st.db.HoldBenchSchema(ctx, c.store.schema)
+		return err
+	})
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	for _, name := range hold.Dropped {
+		fmt.Fprintf(c.env.Stderr, "baton: dropped schema %s, left behind by a bench that is gone\n", name)
+	}
+	cleanup := func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := hold.Close(ctx); err != nil {
+			later := ""
+			if strings.HasPrefix(hold.Name, postgres.BenchSchemaPrefix) {
+				later = " (or the next baton bench on this database drops it)"
+			}
+			fmt.Fprintf(c.env.Stderr, "baton: %v; drop it by hand: psql DBNAME -c 'drop schema %s cascade'%s\n", err, hold.Name, later)
+		}
+		st.close()
+	}
+	if named && hold.Existed && !c.allowProduction {
+		prod, err := hold.Production(ctx)
+		if err == nil && len(prod) > 0 {
+			err = baton.Invalid("--schema", "schema %s is production's: it holds %s; name a schema of the bench's own, or leave --schema out (each bench makes one and drops it), or give --allow-production-schema to bench there anyway (see baton bench --help)", hold.Name, strings.Join(prod, ", "))
+		}
+		if err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	c.store.schema = hold.Name
+	c.borrowed = hold.Existed
+	return cleanup, nil
+}
+
+// tempLockDir makes the local store's bench directory: lock files and a
+// baton.db of its own, under --lock-dir (to measure that file system) or
+// $TMPDIR. BATON_LOCK_DIR is production's, and not looked at.
+func (c *BenchCommand) tempLockDir() (func(), error) {
+	base, field := c.store.lockDir, "--lock-dir"
+	if base == "" {
+		base, field = os.TempDir(), "TMPDIR"
+	}
+	dir, err := os.MkdirTemp(base, "baton-bench-")
+	if err != nil {
+		return nil, baton.Invalid(field, "cannot make the bench's directory in %s: %v", base, err)
+	}
+	c.store.lockDir = dir
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// leases is `baton bench leases`.
+func (c *BenchCommand) leases(ctx context.Context, fs *flagSet) error {
 	clients, err := parseCounts(c.clients)
 	if err != nil {
 		return err

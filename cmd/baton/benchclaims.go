@@ -67,6 +67,15 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	if _, err := stores[0].schedule.Publish(ctx, jobs, host, nil); err != nil {
 		return err
 	}
+	if c.borrowed {
+		// Not the bench's own schema, which it would drop: take its jobs
+		// out of the schedule it shares.
+		names := make([]string, len(jobs))
+		for i, j := range jobs {
+			names[i] = j.Name
+		}
+		defer stores[0].schedule.Publish(context.WithoutCancel(ctx), nil, host, names)
+	}
 	var results []ClaimBenchResult
 	for _, lease := range []bool{false, true} {
 		for _, n := range daemons {

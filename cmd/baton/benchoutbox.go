@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	nethttp "net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -225,7 +226,7 @@ func (c *BenchCommand) outboxBurnDown(ctx context.Context, stores []*store, recv
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			relay := &outbox.Relay{Store: st.outbox, Sink: s, StopWhenIdle: true, Batch: c.outbox.batch,
+			relay := &outbox.Relay{ID: fmt.Sprintf("bench-relay-%d-%d", os.Getpid(), i), Store: st.outbox, Sink: s, StopWhenIdle: true, Batch: c.outbox.batch,
 				Parallel: c.outbox.parallel, Workers: c.outbox.workers, Retention: -1}
 			errs[i] = relay.Run(ctx)
 		}()
@@ -272,7 +273,7 @@ func (c *BenchCommand) outboxSteady(ctx context.Context, stores []*store, recv *
 	}
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	relay := &outbox.Relay{Store: relayStore.outbox, Sink: s, Batch: c.outbox.batch, Parallel: c.outbox.parallel, Workers: c.outbox.workers, Retention: -1}
+	relay := &outbox.Relay{ID: fmt.Sprintf("bench-relay-%d", os.Getpid()), Store: relayStore.outbox, Sink: s, Batch: c.outbox.batch, Parallel: c.outbox.parallel, Workers: c.outbox.workers, Retention: -1}
 	if wake == "listen" {
 		relay.Wake = relayStore.db.ListenOutbox(rctx, nil)
 	}
