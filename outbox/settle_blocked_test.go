@@ -129,6 +129,7 @@ func TestSettleOutlastsAWriterWithinTheClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		log := logs.String()
+		t.Logf("relay log:\n%s", log)
 		if deliveries != 1 || in.State != StateDelivered || in.Attempts != 1 {
 			t.Errorf("ev-0 was delivered %d times and is %s after %d attempts, want delivered once, on attempt 1\nrelay log:\n%s",
 				deliveries, in.State, in.Attempts, log)
