@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/postgres"
 )
 
 // logBuffer collects a relay's log lines for a test to read while the
@@ -142,4 +146,53 @@ func TestSettleOutlastsAWriterWithinTheClaim(t *testing.T) {
 			t.Errorf("the relay did not say that settling was blocked:\n%s", log)
 		}
 	})
+}
+
+// TestSkipHeldUpByAWriterSaysSo: skipping a dead event whose ordering key a
+// writer's open transaction holds (PostgreSQL) cannot happen until the
+// writer commits. Skip says that (busy: try again), not that the dead event
+// is "dead, not dead"; after the commit it skips.
+func TestSkipHeldUpByAWriterSaysSo(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	s := NewStore(db.SQL(), Postgres, db.Schema())
+	ctx := context.Background()
+	if err := s.Tx(ctx, func(tx *sql.Tx) error {
+		return s.Enqueue(ctx, tx, &Event{Topic: "t", Key: "ev-0", OrderingKey: "k", Payload: []byte("0")})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	token := newToken()
+	claimed, _, err := s.claim(ctx, token, "test", nil, 10, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %d events, %v", len(claimed), err)
+	}
+	if held, err := s.fail(ctx, token, []failure{{id: claimed[0].ID, dead: true, msg: "poison"}}); err != nil || !held[0] {
+		t.Fatalf("making ev-0 dead: %v, %v", held, err)
+	}
+	writer, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Rollback()
+	if err := s.Enqueue(ctx, writer, &Event{Topic: "t", Key: "ev-1", OrderingKey: "k", Payload: []byte("1")}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Skip(ctx, claimed[0].ID)
+	if baton.ErrorCode(err) != baton.EBUSY || !strings.Contains(err.Error(), `ordering key "k"`) {
+		t.Fatalf("skip while a writer holds the key: %v (%s), want busy, naming the key", err, baton.ErrorCode(err))
+	}
+	if err := writer.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Skip(ctx, claimed[0].ID); err != nil {
+		t.Fatalf("skip after the writer committed: %v", err)
+	}
+	if in, err := s.Get(ctx, claimed[0].ID); err != nil || in.State != StateSkipped {
+		t.Fatalf("ev-0 after skip: %+v, %v", in, err)
+	}
 }

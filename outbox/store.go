@@ -642,6 +642,8 @@ func (s *Store) Retry(ctx context.Context, id int64) (int64, error) {
 
 // Skip gives up on the dead event id: it is marked skipped (never
 // delivered) and the next event of its ordering key becomes deliverable.
+// While a writer's open transaction holds the key (PostgreSQL) it waits up
+// to 5 s, then says so (EBUSY).
 func (s *Store) Skip(ctx context.Context, id int64) error {
 	st, err := s.stateOf(ctx, id)
 	if err != nil {
@@ -655,6 +657,14 @@ func (s *Store) Skip(ctx context.Context, id int64) error {
 		return err
 	}
 	if len(done) == 0 {
+		in, err := s.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if in.State == StateDead { // still: a writer's open transaction holds its key
+			return baton.Errorf(baton.EBUSY, "cannot skip event %d now: an open transaction that enqueued on its ordering key %q "+
+				"holds the key; try again when it has committed", id, in.OrderingKey)
+		}
 		return s.notDead(ctx, id, "skip")
 	}
 	s.Nudge()
