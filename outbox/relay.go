@@ -357,55 +357,57 @@ func (r *Relay) settle(ctx context.Context, token string, ids []int64, trustUnti
 		return done, err
 	}
 	left := without(ids, done)
-	var said string // what blocks settling, as last logged
+	// blockedBy is what holds settling up, as last seen; say logs it,
+	// once per kind ("writer", "store").
+	var blockedBy, said string
+	say := func(kind string, args ...any) {
+		if said == kind {
+			return
+		}
+		said = kind
+		r.Log.Warn("settling blocked by "+blockedBy+"; retrying until the claim expires",
+			append([]any{"relay", r.ID, "unsettled", len(left), "first_event", left[0],
+				"blocked_for", time.Since(start).Round(time.Millisecond)}, args...)...)
+	}
+	expired := func(n int, args ...any) {
+		r.Log.Warn("claim expired before settling: other relays may deliver these events again",
+			append([]any{"relay", r.ID, "unsettled", n, "settled", len(done), "blocked_by", blockedBy,
+				"blocked_for", time.Since(start).Round(time.Millisecond)}, args...)...)
+	}
 	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 250*time.Millisecond) {
+		if err != nil {
+			blockedBy = r.storeBlocked(err)
+		}
 		held, herr := r.Store.claimsHeld(ctx, token, left)
-		var why string
 		switch {
 		case herr == nil && len(held) == 0:
-			r.Log.Warn("claim expired before settling: other relays may deliver these events again",
-				"relay", r.ID, "unsettled", len(left), "first_event", left[0], "settled", len(done),
-				"blocked_for", time.Since(start).Round(time.Millisecond))
+			if err != nil {
+				expired(len(left), "first_event", left[0], "err", err)
+			} else {
+				expired(len(left), "first_event", left[0])
+			}
 			return done, nil
 		case herr == nil:
 			if lost := len(left) - len(held); lost > 0 {
-				r.Log.Warn("claim expired before settling: other relays may deliver these events again",
-					"relay", r.ID, "unsettled", lost, "settled", len(done))
+				expired(lost)
 			}
 			left = left[:0]
 			for _, h := range held {
 				left = append(left, h.id)
 			}
-			if err == nil {
-				why = "writer"
-				if said != why && time.Since(start) >= time.Second {
-					r.Log.Warn("settling blocked by a writer holding ordering key "+strconv.Quote(held[0].orderingKey)+
-						"; retrying until the claim expires",
-						"relay", r.ID, "ordering_key", held[0].orderingKey, "unsettled", len(held),
-						"first_event", held[0].id, "blocked_for", time.Since(start).Round(time.Millisecond),
-						"claim_left", held[0].left.Round(time.Millisecond))
-					said = why
-				}
-			} else {
-				why = "store"
-				if said != why {
-					r.Log.Warn(r.storeBlocked(err), "relay", r.ID, "unsettled", len(left), "first_event", left[0],
-						"blocked_for", time.Since(start).Round(time.Millisecond),
-						"claim_left", held[0].left.Round(time.Millisecond), "err", err)
-					said = why
+			claimLeft := held[0].left.Round(time.Millisecond)
+			switch {
+			case err != nil:
+				say("store", "claim_left", claimLeft, "err", err)
+			default:
+				blockedBy = "a writer holding ordering key " + strconv.Quote(held[0].orderingKey)
+				if time.Since(start) >= time.Second { // a short wait is ordinary contention
+					say("writer", "ordering_key", held[0].orderingKey, "claim_left", claimLeft)
 				}
 			}
 		case retryable(herr) && time.Now().Before(trustUntil):
-			why = "store"
-			if err == nil {
-				err = herr
-			}
-			if said != why {
-				r.Log.Warn(r.storeBlocked(err), "relay", r.ID, "unsettled", len(left), "first_event", left[0],
-					"blocked_for", time.Since(start).Round(time.Millisecond),
-					"claim_left", time.Until(trustUntil).Round(time.Millisecond), "err", err)
-				said = why
-			}
+			blockedBy = r.storeBlocked(herr)
+			say("store", "claim_left", time.Until(trustUntil).Round(time.Millisecond), "err", herr)
 		default:
 			if retryable(herr) {
 				r.Log.Warn("claim expired before settling (by this relay's clock; the store does not answer): other relays may deliver these events again",
@@ -431,12 +433,13 @@ func (r *Relay) settle(ctx context.Context, token string, ids []int64, trustUnti
 	}
 }
 
-// storeBlocked is what settling says while the store refuses it with err.
+// storeBlocked names what holds settling up when the store refuses it
+// with err.
 func (r *Relay) storeBlocked(err error) string {
 	if msg := err.Error(); r.Store.Dialect() == SQLite && (strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "locked")) {
-		return "settling blocked by a writer holding SQLite's write lock; retrying until the claim expires"
+		return "a writer holding SQLite's write lock"
 	}
-	return "settling blocked: the store is unavailable; retrying until the claim expires"
+	return "an unavailable store"
 }
 
 // recordFailures records the failed deliveries fs (of events failed) and

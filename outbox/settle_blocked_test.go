@@ -58,7 +58,7 @@ func (g *gatedSink) Deliver(ctx context.Context, e *Event) error {
 
 // TestSettleOutlastsAWriterWithinTheClaim: a business transaction that
 // enqueues on ordering key k holds k (PostgreSQL: the key's advisory lock,
-// outbox_lock; SQLite: the write lock) for most of the claim's time, from
+// outbox_lock; SQLite: the write lock) for more than half the claim's time, from
 // just before the relay settles k's head until after SQLite's busy_timeout
 // (5 s) has run out once. The relay keeps trying to settle the head for as
 // long as its claim holds, so the head is delivered exactly once, on its
@@ -68,8 +68,8 @@ func (g *gatedSink) Deliver(ctx context.Context, e *Event) error {
 // on SQLite, and the head was delivered again when its claim ran out.)
 func TestSettleOutlastsAWriterWithinTheClaim(t *testing.T) {
 	const (
-		claimTTL = 12 * time.Second
-		hold     = 7 * time.Second // past SQLite's busy_timeout, well inside the claim
+		claimTTL = 15 * time.Second
+		hold     = 8 * time.Second // past SQLite's busy_timeout (5 s), well inside the claim
 	)
 	stores(t, func(t *testing.T, e env) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -144,6 +144,82 @@ func TestSettleOutlastsAWriterWithinTheClaim(t *testing.T) {
 		}
 		if !strings.Contains(log, "settling blocked") {
 			t.Errorf("the relay did not say that settling was blocked:\n%s", log)
+		}
+	})
+}
+
+// TestSettleGivesUpWhenTheClaimReallyExpires: a writer that holds the key
+// past the claim's end (and, on SQLite, past busy_timeout) wins: the relay
+// says settling was blocked, then, once the store says the claim has run
+// out, that it expired; the head is delivered again (at least once), in
+// order, after the writer commits.
+func TestSettleGivesUpWhenTheClaimReallyExpires(t *testing.T) {
+	const (
+		claimTTL = 4 * time.Second
+		hold     = 9 * time.Second // past the claim and past SQLite's busy_timeout (5 s)
+	)
+	stores(t, func(t *testing.T, e env) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s := e.store
+		if err := s.Tx(ctx, func(tx *sql.Tx) error {
+			return s.Enqueue(ctx, tx, &Event{Topic: "t", Key: "ev-0", OrderingKey: "k", Payload: []byte("0")})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		sink := &gatedSink{recorder: newRecorder(), gate: "ev-0", reached: make(chan struct{}), release: make(chan struct{})}
+		var logs logBuffer
+		r := &Relay{Store: s, Sink: sink, ClaimTTL: claimTTL, Retention: -1, PollMax: 50 * time.Millisecond,
+			Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+		wait := runRelays(t, ctx, []*Relay{r})
+		defer wait()
+		defer cancel()
+		select {
+		case <-sink.reached:
+		case <-time.After(time.Minute):
+			t.Fatal("ev-0 was not delivered within a minute")
+		}
+		app := e.open(t)
+		writer, err := app.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := app.Enqueue(ctx, writer, &Event{Topic: "t", Key: "ev-1", OrderingKey: "k", Payload: []byte("1")}); err != nil {
+			writer.Rollback()
+			t.Fatal(err)
+		}
+		close(sink.release)
+		time.Sleep(hold)
+		if err := writer.Commit(); err != nil {
+			t.Fatalf("the writer's commit: %v", err)
+		}
+		waitFor(t, "ev-1 delivered", 2*time.Minute, func() bool {
+			sink.mu.Lock()
+			defer sink.mu.Unlock()
+			return sink.seen["ev-1"] > 0
+		})
+		cancel()
+		wait()
+		log := logs.String()
+		t.Logf("relay log:\n%s", log)
+		sink.mu.Lock()
+		deliveries := sink.seen["ev-0"]
+		sink.mu.Unlock()
+		if deliveries < 2 {
+			t.Errorf("ev-0 was delivered %d times; its claim expired unsettled, so it must be delivered again", deliveries)
+		}
+		checkOrderKeys(t, sink.recorder, "k", append(make([]int, deliveries), 1))
+		// The claim's end is reported with what held settling up. (On
+		// SQLite the first settling waits out busy_timeout, past the
+		// claim's end: it can only report the expiry.)
+		var said bool
+		for _, line := range strings.Split(log, "\n") {
+			if strings.Contains(line, "claim expired before settling") && strings.Contains(line, `blocked_by="a writer holding`) {
+				said = true
+			}
+		}
+		if !said {
+			t.Errorf("the log does not say that the claim expired while a writer held settling up:\n%s", log)
 		}
 	})
 }

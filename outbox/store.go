@@ -375,7 +375,10 @@ func (s *Store) settleOnce(ctx context.Context, token string, ids []int64, state
 		}
 		return nil
 	})
-	return done, err
+	if err != nil {
+		return nil, err // rolled back (or not known to have committed): nothing settled
+	}
+	return done, nil
 }
 
 // heldClaim is an event that a claim still holds, by the store's clock.
