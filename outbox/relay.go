@@ -2,11 +2,13 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +40,11 @@ type Observer interface {
 //     and different keys in parallel;
 //   - marks the delivered ones in one transaction guarded by the claim token,
 //     so a relay whose claim expired (and whose events another relay then
-//     claimed) cannot overwrite that relay's result;
+//     claimed) cannot overwrite that relay's result; those a writer holds up
+//     (a business transaction holding their ordering key on PostgreSQL, the
+//     write lock on SQLite) are tried again for as long as the claim holds,
+//     by the store's clock, so a slow writer costs a wait, not a second
+//     delivery;
 //   - failed events come back after exponential backoff with jitter; after
 //     MaxAttempts, or at once for a Permanent error, an event is dead and
 //     parks its ordering key (later events of the key wait) until an
@@ -62,7 +68,8 @@ type Relay struct {
 	// one round delivers and settles its batch, another claims the next.
 	Workers int
 	// ClaimTTL is how long a claim holds before another relay may take its
-	// events (default 30s). A delivery gets at most half of it.
+	// events (default 30s). A delivery gets at most half of it; settling
+	// the deliveries may take the rest, waiting for writers.
 	ClaimTTL time.Duration
 	// MaxAttempts is the number of deliveries tried before an event is dead
 	// (default 10).
@@ -246,6 +253,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // events it claimed.
 func (r *Relay) once(ctx context.Context) (int, error) {
 	token := uuid.NewString()
+	// The store sets claim_until by its clock, after this instant: by this
+	// relay's (monotonic) clock the claim holds at least until trustUntil.
+	trustUntil := time.Now().Add(r.ClaimTTL)
 	events, bad, err := r.Store.claim(ctx, token, r.ID, r.Topics, r.Batch, r.ClaimTTL)
 	if err != nil {
 		return 0, err
@@ -266,9 +276,10 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	if len(events) == 0 {
 		return len(bad), nil
 	}
-	// The claim is ours until its deadline; deliveries end well before it
-	// so that settling does not race a takeover. ctx's end does not cut
-	// them short: what is claimed is finished.
+	// The claim is ours until its deadline; deliveries end half way, so
+	// that settling has the rest (writers may hold it up) before another
+	// relay may take over. ctx's end does not cut them short: what is
+	// claimed is finished.
 	deadline := time.Now().Add(r.ClaimTTL / 2)
 	dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
@@ -285,32 +296,16 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 
+	// Failures first: settling may wait for writers, for as long as the
+	// claim holds, and a failure recorded after the claim expired would
+	// be lost (the event claimed again at once, without its backoff).
 	sctx := context.WithoutCancel(ctx)
 	var ok []int64
-	for i, e := range events {
-		if results[i] == nil {
-			ok = append(ok, e.ID)
-		}
-	}
-	settled, err := r.Store.settle(sctx, token, ok, StateDelivered, time.Now().Add(min(r.ClaimTTL/4, 2*time.Second)))
-	if err != nil {
-		// The claim expires and the events are delivered again, with their
-		// keys: at least once.
-		return len(events), err
-	}
-	if len(settled) < len(ok) {
-		r.Log.Warn("claim expired before settling: other relays may deliver these events again",
-			"relay", r.ID, "delivered", len(ok), "settled", len(settled))
-	}
-	r.delivered.Add(int64(len(settled)))
-	now := time.Now()
 	var fails []failure
 	var failed []*Event
 	for i, e := range events {
 		if results[i] == nil {
-			if r.Observer != nil {
-				r.Observer.Delivered(e.Topic, now.Sub(e.CreatedAt))
-			}
+			ok = append(ok, e.ID)
 			continue
 		}
 		permanent := IsPermanent(results[i])
@@ -318,19 +313,156 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			permanent: permanent, backoff: r.backoff(e), msg: results[i].Error()})
 		failed = append(failed, e)
 	}
-	if len(fails) == 0 {
-		return len(events), nil
+	failErr := r.recordFailures(sctx, token, fails, failed, trustUntil)
+	settled, settleErr := r.settle(sctx, token, ok, trustUntil)
+	r.delivered.Add(int64(len(settled)))
+	if r.Observer != nil {
+		now := time.Now()
+		for i, e := range events {
+			if results[i] == nil {
+				r.Observer.Delivered(e.Topic, now.Sub(e.CreatedAt))
+			}
+		}
 	}
-	r.failed.Add(int64(len(fails)))
-	held, err := r.Store.fail(sctx, token, fails)
+	// An error left is the store's: the claims expire and the events are
+	// delivered again, with their keys: at least once.
+	return len(events), errors.Join(failErr, settleErr)
+}
+
+// retryable says whether a store's error may pass if the statement is
+// tried again: the store was busy (SQLite's write lock), away, or a
+// concurrent change won.
+func retryable(err error) bool {
+	c := baton.ErrorCode(err)
+	return c == baton.EUNAVAILABLE || c == baton.ECONFLICT
+}
+
+// settle marks the delivered events ids settled under claim token and
+// returns those it settled. What it cannot settle at once it tries again,
+// for as long as the claim holds: on PostgreSQL an event whose ordering
+// key a writer's open transaction holds (outbox_settle never waits for
+// it), on SQLite any while a writer holds the write lock past busy_timeout,
+// and any while the store is away. Whether the claim holds is the store's
+// answer, by the clock that set the claim's expiry; while the store cannot
+// answer, trustUntil (the claim's end by this relay's clock, never later
+// than the store's) decides. Giving up any earlier would leave delivered
+// events to be claimed and delivered again when the claim lapses.
+func (r *Relay) settle(ctx context.Context, token string, ids []int64, trustUntil time.Time) ([]int64, error) {
+	start := time.Now()
+	done, err := r.Store.settleOnce(ctx, token, ids, StateDelivered)
+	if err == nil && len(done) == len(ids) {
+		return done, nil
+	}
+	if err != nil && !retryable(err) {
+		return done, err
+	}
+	left := without(ids, done)
+	// blockedBy is what holds settling up, as last seen; say logs it,
+	// once per kind ("writer", "store").
+	var blockedBy, said string
+	say := func(kind string, args ...any) {
+		if said == kind {
+			return
+		}
+		said = kind
+		r.Log.Warn("settling blocked by "+blockedBy+"; retrying until the claim expires",
+			append([]any{"relay", r.ID, "unsettled", len(left), "first_event", left[0],
+				"blocked_for", time.Since(start).Round(time.Millisecond)}, args...)...)
+	}
+	expired := func(n int, args ...any) {
+		r.Log.Warn("claim expired before settling: other relays may deliver these events again",
+			append([]any{"relay", r.ID, "unsettled", n, "settled", len(done), "blocked_by", blockedBy,
+				"blocked_for", time.Since(start).Round(time.Millisecond)}, args...)...)
+	}
+	for wait := 5 * time.Millisecond; ; wait = min(wait*2, 250*time.Millisecond) {
+		if err != nil {
+			blockedBy = r.storeBlocked(err)
+		}
+		held, herr := r.Store.claimsHeld(ctx, token, left)
+		switch {
+		case herr == nil && len(held) == 0:
+			if err != nil {
+				expired(len(left), "first_event", left[0], "err", err)
+			} else {
+				expired(len(left), "first_event", left[0])
+			}
+			return done, nil
+		case herr == nil:
+			if lost := len(left) - len(held); lost > 0 {
+				expired(lost)
+			}
+			left = left[:0]
+			for _, h := range held {
+				left = append(left, h.id)
+			}
+			claimLeft := held[0].left.Round(time.Millisecond)
+			switch {
+			case err != nil:
+				say("store", "claim_left", claimLeft, "err", err)
+			default:
+				blockedBy = "a writer holding ordering key " + strconv.Quote(held[0].orderingKey)
+				if time.Since(start) >= time.Second { // a short wait is ordinary contention
+					say("writer", "ordering_key", held[0].orderingKey, "claim_left", claimLeft)
+				}
+			}
+		case retryable(herr) && time.Now().Before(trustUntil):
+			blockedBy = r.storeBlocked(herr)
+			say("store", "claim_left", time.Until(trustUntil).Round(time.Millisecond), "err", herr)
+		default:
+			if retryable(herr) {
+				r.Log.Warn("claim expired before settling (by this relay's clock; the store does not answer): other relays may deliver these events again",
+					"relay", r.ID, "unsettled", len(left), "first_event", left[0], "settled", len(done), "err", herr)
+			}
+			return done, errors.Join(err, herr)
+		}
+		sleep(ctx, wait)
+		var more []int64
+		more, err = r.Store.settleOnce(ctx, token, left, StateDelivered)
+		if err != nil && !retryable(err) {
+			return done, err
+		}
+		done = append(done, more...)
+		left = without(left, more)
+		if err == nil && len(left) == 0 {
+			if said != "" {
+				r.Log.Info("settled after being blocked", "relay", r.ID, "settled", len(done),
+					"blocked_for", time.Since(start).Round(time.Millisecond))
+			}
+			return done, nil
+		}
+	}
+}
+
+// storeBlocked names what holds settling up when the store refuses it
+// with err.
+func (r *Relay) storeBlocked(err error) string {
+	if msg := err.Error(); r.Store.Dialect() == SQLite && (strings.Contains(msg, "SQLITE_BUSY") || strings.Contains(msg, "locked")) {
+		return "a writer holding SQLite's write lock"
+	}
+	return "an unavailable store"
+}
+
+// recordFailures records the failed deliveries fs (of events failed) and
+// logs them. A busy or absent store is tried again while the claim holds
+// by this relay's clock (trustUntil).
+func (r *Relay) recordFailures(ctx context.Context, token string, fs []failure, failed []*Event, trustUntil time.Time) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	r.failed.Add(int64(len(fs)))
+	held, err := r.Store.fail(ctx, token, fs)
+	for wait := 50 * time.Millisecond; err != nil && retryable(err) && time.Now().Add(wait).Before(trustUntil); wait = min(wait*2, time.Second) {
+		sleep(ctx, wait)
+		held, err = r.Store.fail(ctx, token, fs)
+	}
 	if err != nil {
-		return len(events), err
+		return err
 	}
 	// Dead events each get a line (someone must act on each); retries one
 	// line a round, or a receiver that is down would flood the log.
 	retries, expired := 0, 0
 	var first int
-	for i, f := range fails {
+	for i, f := range fs {
 		e := failed[i]
 		if r.Observer != nil {
 			r.Observer.Failed(e.Topic, f.dead)
@@ -350,7 +482,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		}
 	}
 	if retries > 0 {
-		f, e := fails[first], failed[first]
+		f, e := fs[first], failed[first]
 		r.Log.Warn("deliveries failed; will retry", "relay", r.ID, "failed", retries,
 			"first_event", e.ID, "topic", e.Topic, "key", e.Key, "attempt", e.Attempt,
 			"retry_in", f.backoff.Round(time.Millisecond), "err", f.msg)
@@ -359,7 +491,7 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 		r.Log.Warn("deliveries failed after the claim expired: other relays have these events now",
 			"relay", r.ID, "failed", expired)
 	}
-	return len(events), nil
+	return nil
 }
 
 // deliver hands e to the sink, turning a panic into an error.

@@ -309,7 +309,9 @@ func (s *Store) claim(ctx context.Context, token, relay string, topics []string,
 // settled. An id missing was claimed again by another relay after this
 // one's claim expired, or settled already, or (PostgreSQL) its ordering key
 // is locked by a writer's open transaction at this moment: settle tries
-// again for those, briefly, until every id is settled or until.
+// again for those, briefly, until every id is settled or until. (Relays
+// settle with settleOnce and claimsHeld instead, retrying for as long as
+// their claim holds: Relay.settle.)
 func (s *Store) settle(ctx context.Context, token string, ids []int64, state string, until time.Time) ([]int64, error) {
 	done, err := s.settleOnce(ctx, token, ids, state)
 	for wait := 5 * time.Millisecond; err == nil && len(done) < len(ids) && time.Now().Add(wait).Before(until); wait = min(wait*2, 200*time.Millisecond) {
@@ -373,7 +375,44 @@ func (s *Store) settleOnce(ctx context.Context, token string, ids []int64, state
 		}
 		return nil
 	})
-	return done, err
+	if err != nil {
+		return nil, err // rolled back (or not known to have committed): nothing settled
+	}
+	return done, nil
+}
+
+// heldClaim is an event that a claim still holds, by the store's clock.
+type heldClaim struct {
+	id          int64
+	orderingKey string
+	left        time.Duration // until the claim expires
+}
+
+// claimsHeld returns those of ids that claim token still holds, by the
+// store's clock (the one that set their claim_until), oldest first. The
+// others are no longer the claim's: it expired (and another relay may have
+// claimed them), or they were settled.
+func (s *Store) claimsHeld(ctx context.Context, token string, ids []int64) ([]heldClaim, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	idsJSON, _ := json.Marshal(ids)
+	rows, err := s.db.QueryContext(ctx, s.query("claims_held"), string(idsJSON), token)
+	if err != nil {
+		return nil, s.translate(err, "reading the relay's claims")
+	}
+	defer rows.Close()
+	var out []heldClaim
+	for rows.Next() {
+		var h heldClaim
+		var ms int64
+		if err := rows.Scan(&h.id, &h.orderingKey, &ms); err != nil {
+			return nil, s.translate(err, "reading the relay's claims")
+		}
+		h.left = time.Duration(ms) * time.Millisecond
+		out = append(out, h)
+	}
+	return out, s.translate(rows.Err(), "reading the relay's claims")
 }
 
 // failure is one failed delivery to record.
@@ -606,6 +645,8 @@ func (s *Store) Retry(ctx context.Context, id int64) (int64, error) {
 
 // Skip gives up on the dead event id: it is marked skipped (never
 // delivered) and the next event of its ordering key becomes deliverable.
+// While a writer's open transaction holds the key (PostgreSQL) it waits up
+// to 5 s, then says so (EBUSY).
 func (s *Store) Skip(ctx context.Context, id int64) error {
 	st, err := s.stateOf(ctx, id)
 	if err != nil {
@@ -619,6 +660,14 @@ func (s *Store) Skip(ctx context.Context, id int64) error {
 		return err
 	}
 	if len(done) == 0 {
+		in, err := s.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if in.State == StateDead { // still: a writer's open transaction holds its key
+			return baton.Errorf(baton.EBUSY, "cannot skip event %d now: an open transaction that enqueued on its ordering key %q "+
+				"holds the key; try again when it has committed", id, in.OrderingKey)
+		}
 		return s.notDead(ctx, id, "skip")
 	}
 	s.Nudge()

@@ -53,7 +53,8 @@ batches. Pending and dead events are never purged.
 
 Exit status: 0 done; 64 usage error, bad event, no such event, or (retry,
 skip) an event that is not dead; 65 (enqueue) the key names another event
-already; 69 store unavailable; 70 internal error.
+already; 69 store unavailable; 70 internal error; 75 (skip) an open
+transaction holds the event's ordering key: try again after it commits.
 `
 
 // OutboxCommand is `baton outbox`.
