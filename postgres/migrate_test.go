@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/migration"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/jackc/pgx/v5"
@@ -167,5 +169,127 @@ func TestMigrateRepairsFunctionsOfAnEditedMigration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A recorded checksum that is an edited file's older one is repaired (the
+// functions are today's, the checksum the file's); any other is refused,
+// naming the migration and the fix, except to a reader.
+func TestMigrateChecksumMismatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	const schema = "sums"
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.Pool().Exec(ctx, strings.ReplaceAll(q, "@schema@", schema), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 0006 as it shipped at cf4db93: repaired.
+	exec("update @schema@.schema_migrations set checksum = 'c20bc48bd3290bc5133d9a5eb253ebdc2feb8743b35ef51b33320024d5a45a2c' where version = 6")
+	exec("delete from @schema@.schema_repeatables")
+	again, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	if err != nil {
+		t.Fatalf("a known older checksum of 0006 was refused: %v", err)
+	}
+	again.Close()
+	var sum string
+	if err := db.Pool().QueryRow(ctx, "select checksum from "+schema+".schema_migrations where version = 6").Scan(&sum); err != nil || sum != "be45580c85eb6ead928bddfe9ea336c4c1524f82d3fe1bd4b94c9d68670f87d7" {
+		t.Fatalf("0006's checksum after the repair: %q, %v; want the file's", sum, err)
+	}
+
+	// A text this binary never shipped: refused, loudly.
+	exec("update @schema@.schema_migrations set checksum = repeat('ab', 32) where version = 5")
+	_, err = postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !postgres.Refused(err) {
+		t.Fatalf("an unknown checksum: %v (code %s); want a refusal, unavailable", err, baton.ErrorCode(err))
+	}
+	for _, want := range []string{"0005_idempotency", strings.Repeat("ab", 32), "a55253934e425231aa7ba0329e66b2c0e568d9e4e122d1010f75ae0671b8af29",
+		"update sums.schema_migrations set checksum = 'a55253934e425231aa7ba0329e66b2c0e568d9e4e122d1010f75ae0671b8af29' where version = 5"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	if _, err := db.MigrateReport(ctx); !postgres.Refused(err) {
+		t.Fatalf("migrate over an unknown checksum: %v; want the refusal", err)
+	}
+	reader, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("a reader was refused: %v", err)
+	}
+	reader.Close()
+}
+
+// The version gate: a schema with a migration this binary does not know is
+// refused (unavailable, naming both versions), unless the schema says it
+// stays compatible with this binary; a reader may read it either way.
+func TestMigrateVersionGate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db := open(t, dsn)
+	known := postgres.KnownVersion()
+	future := known + 90
+	if _, err := db.Pool().Exec(ctx, "insert into baton.schema_migrations (version, name, checksum) values ($1, $2, repeat('0', 64))",
+		future, fmt.Sprintf("%04d_future", future)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !postgres.Refused(err) {
+		t.Fatalf("a newer schema: %v; want a refusal, unavailable", err)
+	}
+	for _, want := range []string{fmt.Sprintf("schema version %d", future), fmt.Sprintf("knows (%d)", known), fmt.Sprintf("%04d_future", future), "upgrade baton"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal does not say %q:\n%v", want, err)
+		}
+	}
+	if _, err := db.MigrateReport(ctx); !postgres.Refused(err) {
+		t.Fatalf("migrate on a newer schema: %v; want the refusal", err)
+	}
+	reader, err := postgres.Open(ctx, postgres.Config{DSN: dsn, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("a reader of a newer schema: %v", err)
+	}
+	if v, err := reader.SchemaVersion(ctx); err != nil || v != future {
+		t.Fatalf("version read: %d, %v; want %d", v, err, future)
+	}
+	reader.Close()
+
+	// Compatible down to what this binary knows: used, not migrated back.
+	if _, err := db.Pool().Exec(ctx, "update baton.schema_migrations set compatible_down_to = $1 where version = $2", known, future); err != nil {
+		t.Fatal(err)
+	}
+	compat, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+	if err != nil {
+		t.Fatalf("a newer schema compatible with this binary: %v", err)
+	}
+	compat.Close()
+	r, err := db.MigrateReport(ctx)
+	if err != nil || r.Version != future || r.Known != known || len(r.Applied) != 0 || fmt.Sprint(r.Newer) != fmt.Sprintf("[%04d_future]", future) {
+		t.Fatalf("migrate on a compatible newer schema: %+v, %v", r, err)
+	}
+	// One migration too new for this binary among compatible ones.
+	if _, err := db.Pool().Exec(ctx, "insert into baton.schema_migrations (version, name, compatible_down_to) values ($1, $2, $1)",
+		future+1, fmt.Sprintf("%04d_breaking", future+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := postgres.Open(ctx, postgres.Config{DSN: dsn}); !postgres.Refused(err) || !strings.Contains(err.Error(), fmt.Sprintf("%04d_breaking", future+1)) {
+		t.Fatalf("a newer schema with one incompatible migration: %v; want the refusal naming it", err)
+	}
+}
+
+// Shipped migrations never change: each is pinned in SHIPPED.sum (a new
+// one is added there), and each repeatable step's hash is the last of its
+// history.
+func TestShippedMigrationsAreUnchanged(t *testing.T) {
+	for _, err := range migration.VerifyShipped(os.DirFS("."), "sql/migrations", "sql/repeatable") {
+		t.Error(err)
 	}
 }
