@@ -196,3 +196,49 @@ jobs:
 		}
 	})
 }
+
+// A migration recorded from another text than this baton's file: the
+// daemon and the relay refuse to start (exit 69), naming the migration and
+// the fix; readers still read; once the fix is applied, they start.
+func TestChecksumMismatchRefusesDaemonAndRelay(t *testing.T) {
+	t.Parallel()
+	jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+	for _, s := range []store{pgStore(t), localStore(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			if _, r := s.migrate(t); r.code != 0 {
+				t.Fatalf("baton migrate: exit %d: %s", r.code, r.stderr)
+			}
+			s.execSchema(t, "update schema_migrations set checksum = $1 where version = 2", strings.Repeat("ab", 32))
+			var fix string
+			for _, args := range [][]string{{"daemon", "--config", jobs}, {"relay", "--sink", "noop:", "--until-idle"}, {"migrate"}} {
+				r := s.runWithin(t, time.Minute, args...)
+				if r.code != 69 {
+					t.Fatalf("baton %s over a mismatched checksum: exit %d, want 69\n%s", args[0], r.code, r.stderr)
+				}
+				if !strings.Contains(r.stderr, "migration 0002_") || !strings.Contains(r.stderr, strings.Repeat("ab", 32)) {
+					t.Errorf("baton %s does not name the migration and the recorded checksum:\n%s", args[0], r.stderr)
+				}
+				_, after, ok := strings.Cut(r.stderr, "record this baton's checksum: ")
+				if !ok {
+					t.Fatalf("baton %s gives no fix:\n%s", args[0], r.stderr)
+				}
+				fix, _, _ = strings.Cut(after, ";")
+			}
+			if r := s.run(t, "status"); r.code != 0 {
+				t.Errorf("baton status over a mismatched checksum: exit %d\n%s", r.code, r.stderr)
+			}
+			// The fix, as given: the statement between the quotes.
+			_, stmt, _ := strings.Cut(fix, "\"")
+			stmt, _, _ = strings.Cut(stmt, "\"")
+			s.execSchema(t, strings.ReplaceAll(stmt, "baton.schema_migrations", "schema_migrations"))
+			if r := s.runWithin(t, time.Minute, "relay", "--sink", "noop:", "--until-idle"); r.code != 0 {
+				t.Fatalf("baton relay after the fix (%s): exit %d\n%s", fix, r.code, r.stderr)
+			}
+		})
+	}
+}
