@@ -208,6 +208,7 @@ func TestMigrateChecksumMismatch(t *testing.T) {
 	// A text this binary never shipped: refused, loudly.
 	exec("update @schema@.schema_migrations set checksum = repeat('ab', 32) where version = 5")
 	_, err = postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	t.Log(err)
 	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !postgres.Refused(err) {
 		t.Fatalf("an unknown checksum: %v (code %s); want a refusal, unavailable", err, baton.ErrorCode(err))
 	}
@@ -242,6 +243,7 @@ func TestMigrateVersionGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := postgres.Open(ctx, postgres.Config{DSN: dsn})
+	t.Log(err)
 	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !postgres.Refused(err) {
 		t.Fatalf("a newer schema: %v; want a refusal, unavailable", err)
 	}

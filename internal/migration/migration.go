@@ -254,7 +254,7 @@ func (p Plan) Check(fix func(version int, checksum string) string) *Refusal {
 		return &Refusal{
 			Headline: "was built from migrations that differ from this baton's",
 			Detail: fmt.Sprintf("%s%s: the schema may not be what this baton expects, so it will not run on it. "+
-				"Run the baton that applied it (baton version; one built from the same release), "+
+				"Run the baton release that applied it, "+
 				"or, once you have checked that the schema matches this baton's file, record this baton's checksum: %s; "+
 				"%s", what, more, fix(m.File.Version, m.File.Checksum), ReadOnlyCommands),
 		}
