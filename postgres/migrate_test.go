@@ -295,3 +295,37 @@ func TestShippedMigrationsAreUnchanged(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A role that may not change the schema, on a schema that needs this
+// version's bookkeeping (recorded by an older baton): refused with the fix,
+// not an internal error.
+func TestMigrateNeedsOwnerOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	oldSchema(t, dsn, "baton", 9, nil)
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	role := "worker_" + strings.ReplaceAll(t.Name(), "/", "_")
+	role = strings.ToLower(role)
+	if _, err := db.Pool().Exec(ctx, fmt.Sprintf(`create role %[1]s login; grant usage on schema baton to %[1]s;
+grant select, insert, update, delete on all tables in schema baton to %[1]s`, role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Pool().Exec(context.Background(), fmt.Sprintf("drop owned by %[1]s; drop role %[1]s", role)) })
+	_, err = postgres.Open(ctx, postgres.Config{DSN: dsn + " user=" + role})
+	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !strings.Contains(err.Error(), "run baton migrate as a role that owns the schema") {
+		t.Fatalf("a role that may not migrate: %v; want unavailable, with the fix", err)
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	worker, err := postgres.Open(ctx, postgres.Config{DSN: dsn + " user=" + role})
+	if err != nil {
+		t.Fatalf("the worker role, once the owner migrated: %v", err)
+	}
+	worker.Close()
+}
