@@ -315,7 +315,9 @@ func TestMigrateNeedsOwnerOnce(t *testing.T) {
 grant select, insert, update, delete on all tables in schema baton to %[1]s`, role)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Pool().Exec(context.Background(), fmt.Sprintf("drop owned by %[1]s; drop role %[1]s", role)) })
+	t.Cleanup(func() {
+		db.Pool().Exec(context.Background(), fmt.Sprintf("drop owned by %[1]s; drop role %[1]s", role))
+	})
 	_, err = postgres.Open(ctx, postgres.Config{DSN: dsn + " user=" + role})
 	if baton.ErrorCode(err) != baton.EUNAVAILABLE || !strings.Contains(err.Error(), "run baton migrate as a role that owns the schema") {
 		t.Fatalf("a role that may not migrate: %v; want unavailable, with the fix", err)
