@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"sync"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/migration"
@@ -47,14 +48,15 @@ var edited = migration.Edited{
 	},
 }
 
-// files are the embedded migrations as shipped, with their checksums.
-func files() ([]migration.File, error) {
+// files reads and hashes the embedded migrations, once: readiness probes
+// ask for the schema version often.
+var files = sync.OnceValues(func() ([]migration.File, error) {
 	out, err := migration.Load(sqlFiles, "sql/migrations")
 	if err != nil {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "reading embedded migrations")
 	}
 	return out, nil
-}
+})
 
 // Migrations lists the embedded migrations in order.
 func (db *DB) Migrations() ([]Migration, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/migration"
@@ -51,13 +52,15 @@ var addColumns = map[string]string{
 	"compatible_down_to": "ALTER TABLE schema_migrations ADD COLUMN compatible_down_to INTEGER",
 }
 
-func files() ([]migration.File, error) {
+// files reads and hashes the embedded migrations, once: readiness probes
+// ask for the schema version often.
+var files = sync.OnceValues(func() ([]migration.File, error) {
 	out, err := migration.Load(sqlFiles, "sql/migrations")
 	if err != nil {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "reading embedded migrations")
 	}
 	return out, nil
-}
+})
 
 // Migrations lists the embedded migrations in order.
 func (db *DB) Migrations() ([]Migration, error) {
