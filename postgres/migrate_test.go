@@ -108,6 +108,13 @@ func TestMigrateRepairsFunctionsOfAnEditedMigration(t *testing.T) {
 			// the key and has not committed) is left by outbox_settle for
 			// later, never waited for.
 			q := func(s string) string { return strings.ReplaceAll(s, "baton.", schema+".") }
+			// enqueue refuses the keys that cf4db93's accepted (up to 400
+			// bytes of anything).
+			var pgErr *pgconn.PgError
+			_, err = db.Pool().Exec(ctx, q(`select baton.enqueue('orders.created', repeat('k', 300), '{}')`))
+			if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+				t.Errorf("enqueue of a 300-byte key: %v; want SQLSTATE 22023", err)
+			}
 			var first int64
 			if err := db.Pool().QueryRow(ctx, q(`select baton.enqueue('orders.created', 'e-1', '{}', 'K')`)).Scan(&first); err != nil {
 				t.Fatal(err)
@@ -141,7 +148,6 @@ func TestMigrateRepairsFunctionsOfAnEditedMigration(t *testing.T) {
 				}
 				return nil
 			})
-			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "55P03" {
 				t.Fatalf("outbox_settle waited for the writer's key lock (the body of %s): %v", commit, err)
 			}
