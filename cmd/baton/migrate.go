@@ -47,7 +47,7 @@ Every command that opens the store checks, as this one does:
     repaired instead: repeatable steps redefine the functions they define
     with today's bodies, then the file's checksum is recorded.
 
-docs/UPGRADE.md describes upgrades, mixed-version fleets and rollbacks.
+docs/UPGRADE.md describes migrations, the version gate and upgrades.
 
 --fence-only installs just the high-water-mark fence (table <schema>.fence and
 the SQL function <schema>.fence(resource, token)) in any database that holds
