@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -46,6 +47,13 @@ type Config struct {
 	MaxConns    int32 // DefaultMaxConns when zero
 	// NoMigrate skips the automatic migration on Open.
 	NoMigrate bool
+	// ReadOnly opens for a caller that only reads: a schema that this
+	// binary would refuse (newer than it knows and not compatible with it,
+	// or recorded from other migration files) is used as it is, and not
+	// migrated.
+	ReadOnly bool
+	// Log, when set, hears of each migration step applied, at INFO.
+	Log *slog.Logger
 }
 
 // DefaultMaxConns bounds the pool whatever the number of jobs or CPUs.
@@ -76,6 +84,7 @@ type DB struct {
 	dsn     string   // redacted
 	secrets []string // the DSN's passwords, hidden in every error (see passwords)
 	sql     map[string]string
+	log     *slog.Logger
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
@@ -147,13 +156,13 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
 	}
-	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN)}
+	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN), log: cfg.Log}
 	if db.sql, err = loadSQL(cfg.Schema); err != nil {
 		pool.Close()
 		return nil, err
 	}
 	if !cfg.NoMigrate {
-		if _, err := db.migrateIfBehind(ctx); err != nil {
+		if _, err := db.migrateIfBehind(ctx, cfg.ReadOnly); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -201,13 +210,18 @@ func loadSQL(schema string) (map[string]string, error) {
 			return err
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
-		out[name] = strings.ReplaceAll(string(b), "@schema@", pgx.Identifier{schema}.Sanitize())
+		out[name] = spliceSchema(string(b), schema)
 		return nil
 	})
 	if err != nil {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "loading embedded SQL")
 	}
 	return out, nil
+}
+
+// spliceSchema puts the quoted schema in place of @schema@.
+func spliceSchema(q, schema string) string {
+	return strings.ReplaceAll(q, "@schema@", pgx.Identifier{schema}.Sanitize())
 }
 
 func (db *DB) query(name string) string {
@@ -423,8 +437,9 @@ type refusal struct{ msg string }
 
 func (r refusal) Error() string { return r.msg }
 
-// Refused reports whether err is a refusal that waiting will not change.
-func Refused(err error) bool { return errors.As(err, new(refusal)) }
+// Refused reports whether err is a refusal that waiting will not change,
+// a schema that this binary must not use among them.
+func Refused(err error) bool { return errors.As(err, new(refusal)) || isRefusal(err) }
 
 func isClosedConn(err error) bool {
 	s := err.Error()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -44,11 +45,32 @@ const DefaultMaxConns = 4
 type DB struct {
 	db   *sql.DB
 	path string // absolute
+	log  *slog.Logger
+}
+
+// Config says which SQLite database to open, and how.
+type Config struct {
+	Path string // a file name
+	// NoMigrate skips the automatic migration on open.
+	NoMigrate bool
+	// ReadOnly opens for a caller that only reads: a database that this
+	// binary would refuse (newer than it knows and not compatible with it,
+	// or recorded from other migration files) is used as it is, and not
+	// migrated.
+	ReadOnly bool
+	// Log, when set, hears of each migration step applied, at INFO.
+	Log *slog.Logger
 }
 
 // Open opens (creating it if missing) the SQLite database at path, a file
 // name, and brings its schema up to date. The directory must exist.
 func Open(ctx context.Context, path string) (*DB, error) {
+	return OpenConfig(ctx, Config{Path: path})
+}
+
+// OpenConfig is Open with more to say.
+func OpenConfig(ctx context.Context, cfg Config) (*DB, error) {
+	path := cfg.Path
 	if path == "" {
 		return nil, baton.Invalid("db", "SQLite path is empty")
 	}
@@ -68,16 +90,19 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	}
 	sqldb.SetMaxOpenConns(DefaultMaxConns)
 	sqldb.SetMaxIdleConns(DefaultMaxConns)
-	db := &DB{db: sqldb, path: abs}
+	db := &DB{db: sqldb, path: abs, log: cfg.Log}
+	if cfg.NoMigrate {
+		return db, nil
+	}
 	// A brand-new file is switched to WAL by the first connection, and a
 	// second process opening it at that moment can get SQLITE_BUSY without
 	// the busy handler being consulted: retry for as long as busy_timeout.
 	for wait, deadline := 10*time.Millisecond, time.Now().Add(5*time.Second); ; wait = min(wait*2, 500*time.Millisecond) {
-		_, err := db.migrateIfBehind(ctx)
+		_, err := db.migrateIfBehind(ctx, cfg.ReadOnly)
 		if err == nil {
 			break
 		}
-		if baton.ErrorCode(err) != baton.EUNAVAILABLE || time.Now().After(deadline) || ctx.Err() != nil {
+		if baton.ErrorCode(err) != baton.EUNAVAILABLE || isRefusal(err) || time.Now().After(deadline) || ctx.Err() != nil {
 			sqldb.Close()
 			return nil, err
 		}

@@ -148,6 +148,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.http.closeListener()
+	c.store.log = log // the migrations it applies, at INFO
 	st, err := c.store.openSchedule(ctx, c.env, "daemon")
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ var commands = []struct {
 	{"put", "write stdin to a file only if this run's fencing token is current", func(e *Env) Command { return &PutCommand{env: e} }},
 	{"fence", "show or reset a resource's fencing high-water mark", func(e *Env) Command { return &FenceCommand{env: e} }},
 	{"http", "send an HTTP write with an idempotency key, retrying it with the same key", func(e *Env) Command { return &HTTPCommand{env: e} }},
-	{"migrate", "apply baton's schema migrations to PostgreSQL", func(e *Env) Command { return &MigrateCommand{env: e} }},
+	{"migrate", "apply baton's schema migrations (PostgreSQL, or the local store's baton.db) and check its version", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},

@@ -3,19 +3,51 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/sqlite"
 )
 
 const migrateHelp = `
 Usage: baton migrate [flags]
 
-Applies baton's numbered schema migrations to the PostgreSQL database named
-by --db or BATON_DB, each in its own transaction, and records them in
-<schema>.schema_migrations. Safe to run from several hosts at once. Other
-commands apply missing migrations by themselves on first use; run this when
-you want schema changes to happen at a time of your choosing, or with a more
-privileged role. The local store has no schema: there, this does nothing.
+Brings the store's schema up to date, and says where it stands. Both stores
+have one:
+
+  PostgreSQL (--db or BATON_DB)  baton's tables in --schema (default baton),
+                                 recorded in <schema>.schema_migrations
+  the local store                the schedule and the outbox in baton.db, a
+                                 SQLite file in the lock directory, recorded
+                                 in its table schema_migrations (the lock
+                                 files themselves have no schema)
+
+Each migration runs in its own transaction and is recorded with the sha256
+of its file. Safe to run from several hosts, or processes, at once. Other
+commands apply missing migrations by themselves on first use (baton.db is
+created and migrated by the first command that opens it: daemon, jobs,
+status, outbox, ...); run this to have schema changes happen at a time of
+your choosing, or with a more privileged role. Each step applied is logged
+on stderr at INFO; stdout says what was done and the version reached.
+
+Every command that opens the store checks, as this one does:
+
+  - a schema newer than this baton (it has migrations this baton does not
+    know) is refused, exit 69, naming both versions, unless the schema
+    records that it stays compatible with this baton ("compatible down to"
+    a version this baton knows). baton status, jobs, runs and leases still
+    read it.
+  - a migration recorded with another sha256 than this baton's file is
+    refused, exit 69, naming the migration and how to record this baton's
+    checksum once you have checked the schema. Migrations recorded without a
+    checksum (by an older baton), or with the checksum of a file's text from
+    before it was edited (0006_outbox changed after it shipped), are
+    repaired instead: repeatable steps redefine the functions they define
+    with today's bodies, then the file's checksum is recorded.
+
+docs/UPGRADE.md describes migrations, the version gate and upgrades.
 
 --fence-only installs just the high-water-mark fence (table <schema>.fence and
 the SQL function <schema>.fence(resource, token)) in any database that holds
@@ -29,7 +61,9 @@ results, e.g. the one a job writes to:
   commit;
   SQL
 
-Exit status: 0 up to date; 64 usage error; 69 store unavailable; 70 internal error.
+Exit status: 0 up to date; 64 usage error; 69 store unavailable, or a schema
+this baton must not use (newer, or built from other migration files);
+70 internal error.
 `
 
 // MigrateCommand is `baton migrate`.
@@ -44,7 +78,7 @@ type MigrateCommand struct {
 func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("migrate", c.env.Stdout, migrateHelp)
 	c.store.register(fs)
-	fs.BoolVar(&c.json, "json", false, "print JSON: {\"applied\": [...], \"version\": N}")
+	fs.BoolVar(&c.json, "json", false, "print JSON: {\"store\": {…}, \"database\": \"…\" (local), \"applied\": […], \"repeated\": […], \"verified\": […], \"version\": N, \"known\": N, \"newer\": […], \"compatible_down_to\": N}")
 	fs.BoolVar(&c.fence, "fence-only", false, "install only the high-water-mark fence (PostgreSQL), in a database that holds results")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -53,43 +87,72 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return baton.Invalid("arguments", "baton migrate takes none, got %q", pos)
 	}
+	log, err := newLogger(c.env.Stderr, "text")
+	if err != nil {
+		return err
+	}
+	c.store.log = log
 	st, err := c.store.open(ctx, c.env, "migrate", false)
 	if err != nil {
 		return err
 	}
 	defer st.close()
-	out := struct {
-		Store   baton.StoreInfo `json:"store"`
-		Applied []string        `json:"applied"`
-		Version int             `json:"version"`
-	}{Store: st.leaser.Info(), Applied: []string{}}
 	if c.fence && st.db == nil {
 		return baton.Invalid("--fence-only", "needs a PostgreSQL database (--db or BATON_DB)")
 	}
-	if st.db != nil {
-		migrate := st.db.Migrate
-		if c.fence {
-			migrate = st.db.MigrateFence
-		}
-		applied, err := migrate(ctx)
+	out := struct {
+		Store    baton.StoreInfo `json:"store"`
+		Database string          `json:"database,omitempty"` // the local store's baton.db
+		postgres.Report
+	}{Store: st.leaser.Info()}
+	switch {
+	case c.fence:
+		applied, err := st.db.MigrateFence(ctx)
 		if err != nil {
 			return err
 		}
-		out.Applied = append(out.Applied, applied...)
+		out.Report = postgres.Report{Applied: append([]string{}, applied...), Repeated: []string{}, Verified: []string{}, Newer: []string{}, Known: postgres.KnownVersion()}
 		if out.Version, err = st.db.SchemaVersion(ctx); err != nil {
+			return err
+		}
+	case st.db != nil:
+		if out.Report, err = st.db.MigrateReport(ctx); err != nil {
+			return err
+		}
+	default:
+		out.Database = filepath.Join(st.lockDir, LocalScheduleDB)
+		db, err := sqlite.OpenConfig(ctx, sqlite.Config{Path: out.Database, NoMigrate: true, Log: log})
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		if out.Report, err = db.MigrateReport(ctx); err != nil {
 			return err
 		}
 	}
 	if c.json {
 		return printJSON(c.env.Stdout, out)
 	}
-	if st.db == nil {
-		fmt.Fprintf(c.env.Stdout, "local store at %s: no schema to migrate\n", out.Store.Location)
-		return nil
-	}
+	w := c.env.Stdout
 	for _, name := range out.Applied {
-		fmt.Fprintf(c.env.Stdout, "applied %s\n", name)
+		fmt.Fprintf(w, "applied %s\n", name)
 	}
-	fmt.Fprintf(c.env.Stdout, "%s: schema at version %d\n", out.Store.Location, out.Version)
+	for _, name := range out.Repeated {
+		fmt.Fprintf(w, "redefined the functions of %s (repeatable step)\n", name)
+	}
+	if len(out.Verified) > 0 {
+		fmt.Fprintf(w, "recorded the checksums of %s\n", strings.Join(out.Verified, ", "))
+	}
+	where := out.Store.Location
+	if out.Database != "" {
+		where = out.Database
+	}
+	switch {
+	case len(out.Newer) > 0:
+		fmt.Fprintf(w, "%s: schema at version %d, newer than this baton knows (%d): %s; it stays usable by a baton that knows version %d or later\n",
+			where, out.Version, out.Known, strings.Join(out.Newer, ", "), out.CompatibleDownTo)
+	default:
+		fmt.Fprintf(w, "%s: schema at version %d (this baton knows up to %d)\n", where, out.Version, out.Known)
+	}
 	return nil
 }

@@ -218,6 +218,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	if err := c.http.check(); err != nil {
 		return err
 	}
+	c.store.log = log // the migrations it applies, at INFO
 	st, err := c.store.openSchedule(ctx, c.env, "relay")
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,7 +30,15 @@ type storeFlags struct {
 	maxConns int
 	verbose  bool
 	dbWait   time.Duration
+	// log, when set, hears of the migrations that opening the store
+	// applies (the daemon's, the relay's, migrate's logger).
+	log *slog.Logger
 }
+
+// readOnlyCommands only read the store: they may read a schema that baton
+// refuses to run on (newer than it knows and not compatible with it, or
+// built from other migration files), which the others refuse, exit 69.
+var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true}
 
 func (f *storeFlags) register(fs *flagSet) {
 	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")
@@ -148,7 +157,7 @@ func (f *storeFlags) openSchedule(ctx context.Context, env *Env, command string)
 		st.outbox = outbox.NewStore(st.db.SQL(), outbox.Postgres, st.db.Schema())
 		return st, nil
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(st.lockDir, LocalScheduleDB))
+	db, err := sqlite.OpenConfig(ctx, sqlite.Config{Path: filepath.Join(st.lockDir, LocalScheduleDB), ReadOnly: readOnlyCommands[command], Log: f.log})
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +230,7 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 		db, err := postgres.Open(ctx, postgres.Config{
 			DSN: dsn, Schema: schema, MaxConns: int32(f.maxConns),
 			Application: "baton/" + command + "/" + host, NoMigrate: !migrate,
+			ReadOnly: readOnlyCommands[command], Log: f.log,
 		})
 		if postgres.Refused(err) {
 			return nil, notTransient{err}

@@ -1,0 +1,244 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/sqlite"
+	"github.com/jackc/pgx/v5"
+)
+
+// migrateJSON is `baton migrate --json`.
+type migrateJSON struct {
+	Store struct {
+		Kind string `json:"kind"`
+	} `json:"store"`
+	Database         string   `json:"database"`
+	Applied          []string `json:"applied"`
+	Version          int      `json:"version"`
+	Known            int      `json:"known"`
+	Newer            []string `json:"newer"`
+	CompatibleDownTo int      `json:"compatible_down_to"`
+}
+
+func (s store) migrate(t *testing.T) (migrateJSON, result) {
+	t.Helper()
+	r := s.run(t, "migrate", "--json")
+	var out migrateJSON
+	if r.code == 0 {
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("baton migrate --json: %v\n%s", err, r.stdout)
+		}
+	}
+	return out, r
+}
+
+// execSchema runs a statement on the store's schema record: PostgreSQL's
+// baton.schema_migrations, or the local store's baton.db.
+func (s store) execSchema(t *testing.T, q string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if s.dsn != "" {
+		conn, err := pgx.Connect(ctx, s.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, strings.ReplaceAll(q, "schema_migrations", "baton.schema_migrations"), args...); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	db, err := sqlite.OpenConfig(ctx, sqlite.Config{Path: filepath.Join(strings.TrimPrefix(s.env[0], "BATON_LOCK_DIR="), "baton.db"), NoMigrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.SQL().ExecContext(ctx, strings.ReplaceAll(q, "$", "?"), args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func knownVersion(s store) int {
+	if s.dsn != "" {
+		return postgres.KnownVersion()
+	}
+	return sqlite.KnownVersion()
+}
+
+// `baton migrate` migrates both stores, the local store's baton.db too, and
+// says so in its help and its output.
+func TestMigrateBothStores(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		out, r := s.migrate(t)
+		if r.code != 0 {
+			t.Fatalf("baton migrate: exit %d: %s", r.code, r.stderr)
+		}
+		known := knownVersion(s)
+		if out.Store.Kind != s.name || len(out.Applied) != known || out.Version != known || out.Known != known {
+			t.Fatalf("first migrate: %+v; want %d migrations applied, version %d", out, known, known)
+		}
+		if s.name == "local" && filepath.Base(out.Database) != "baton.db" {
+			t.Errorf("database %q, want the lock directory's baton.db", out.Database)
+		}
+		if !strings.Contains(r.stderr, "level=INFO") || !strings.Contains(r.stderr, "applied migration") {
+			t.Errorf("the migrations applied are not logged at INFO on stderr:\n%s", r.stderr)
+		}
+		again, r := s.migrate(t)
+		if r.code != 0 || len(again.Applied) != 0 || again.Version != known {
+			t.Fatalf("second migrate: %+v, exit %d: %s", again, r.code, r.stderr)
+		}
+		r = s.run(t, "migrate")
+		if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("schema at version %d (this baton knows up to %d)", known, known)) || strings.Contains(r.stdout, "no schema") {
+			t.Fatalf("baton migrate: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+	r := localStore(t).run(t, "migrate", "--help")
+	if r.code != 0 || strings.Contains(r.stdout, "has no schema") || !strings.Contains(r.stdout, "baton.db") {
+		t.Fatalf("baton migrate --help, exit %d:\n%s", r.code, r.stdout)
+	}
+}
+
+// The version gate, with the real binary: on a schema that has a migration
+// it does not know, baton refuses to migrate, run the daemon or the relay,
+// or enqueue (exit 69, naming both versions), while status, jobs, runs and
+// leases still read; once the schema says it stays compatible with this
+// baton, everything runs.
+func TestMigrateVersionGate(t *testing.T) {
+	jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+	bothStores(t, func(t *testing.T, s store) {
+		if _, r := s.migrate(t); r.code != 0 {
+			t.Fatalf("baton migrate: exit %d: %s", r.code, r.stderr)
+		}
+		known := knownVersion(s)
+		future := known + 90
+		s.execSchema(t, "insert into schema_migrations (version, name) values ($1, $2)", future, fmt.Sprintf("%04d_future", future))
+
+		writers := [][]string{
+			{"migrate"},
+			{"daemon", "--config", jobs},
+			{"relay", "--sink", "noop:", "--until-idle"},
+			{"outbox", "enqueue", "--topic", "t", `{"a":1}`},
+		}
+		for _, args := range writers {
+			r := s.runWithin(t, time.Minute, args...)
+			if r.code != 69 {
+				t.Errorf("baton %s on a newer schema: exit %d, want 69\n%s%s", args[0], r.code, r.stdout, r.stderr)
+				continue
+			}
+			for _, want := range []string{fmt.Sprintf("schema version %d", future), fmt.Sprintf("knows (%d)", known), fmt.Sprintf("%04d_future", future), "upgrade baton"} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("baton %s on a newer schema does not say %q:\n%s", args[0], want, r.stderr)
+				}
+			}
+		}
+		for _, args := range [][]string{{"status"}, {"jobs"}, {"runs"}, {"leases"}} {
+			if r := s.run(t, args...); r.code != 0 {
+				t.Errorf("baton %s (read-only) on a newer schema: exit %d, want 0\n%s", args[0], r.code, r.stderr)
+			}
+		}
+
+		s.execSchema(t, "update schema_migrations set compatible_down_to = $1 where version = $2", known, future)
+		out, r := s.migrate(t)
+		if r.code != 0 || out.Version != future || out.Known != known || len(out.Newer) != 1 || out.CompatibleDownTo != known {
+			t.Fatalf("baton migrate on a compatible newer schema: %+v, exit %d: %s", out, r.code, r.stderr)
+		}
+		if r := s.run(t, "outbox", "enqueue", "--topic", "t", `{"a":1}`); r.code != 0 {
+			t.Fatalf("baton outbox enqueue on a compatible newer schema: exit %d: %s", r.code, r.stderr)
+		}
+		if r := s.run(t, "relay", "--sink", "noop:", "--until-idle"); r.code != 0 {
+			t.Fatalf("baton relay on a compatible newer schema: exit %d: %s", r.code, r.stderr)
+		}
+	})
+}
+
+// A daemon that migrates the store on its way up logs each migration at
+// INFO.
+func TestDaemonLogsMigrations(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+		d := s.startDaemon(t, "d", jobs)
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(d.logText(t), `"msg":"starting"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the daemon did not start:\n%s", d.logText(t))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		d.stop(t)
+		n := 0
+		for _, line := range strings.Split(d.logText(t), "\n") {
+			if strings.Contains(line, `"msg":"applied migration"`) {
+				if !strings.Contains(line, `"level":"INFO"`) {
+					t.Errorf("not at INFO: %s", line)
+				}
+				n++
+			}
+		}
+		if n != knownVersion(s) {
+			t.Fatalf("the daemon logged %d migrations applied, want %d:\n%s", n, knownVersion(s), d.logText(t))
+		}
+	})
+}
+
+// A migration recorded from another text than this baton's file: the
+// daemon and the relay refuse to start (exit 69), naming the migration and
+// the fix; readers still read; once the fix is applied, they start.
+func TestChecksumMismatchRefusesDaemonAndRelay(t *testing.T) {
+	t.Parallel()
+	jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+	for _, s := range []store{pgStore(t), localStore(t)} {
+		t.Run(s.name, func(t *testing.T) {
+			if _, r := s.migrate(t); r.code != 0 {
+				t.Fatalf("baton migrate: exit %d: %s", r.code, r.stderr)
+			}
+			s.execSchema(t, "update schema_migrations set checksum = $1 where version = 2", strings.Repeat("ab", 32))
+			var fix string
+			for _, args := range [][]string{{"daemon", "--config", jobs}, {"relay", "--sink", "noop:", "--until-idle"}, {"migrate"}} {
+				r := s.runWithin(t, time.Minute, args...)
+				if r.code != 69 {
+					t.Fatalf("baton %s over a mismatched checksum: exit %d, want 69\n%s", args[0], r.code, r.stderr)
+				}
+				if !strings.Contains(r.stderr, "migration 0002_") || !strings.Contains(r.stderr, strings.Repeat("ab", 32)) {
+					t.Errorf("baton %s does not name the migration and the recorded checksum:\n%s", args[0], r.stderr)
+				}
+				_, after, ok := strings.Cut(r.stderr, "record this baton's checksum: ")
+				if !ok {
+					t.Fatalf("baton %s gives no fix:\n%s", args[0], r.stderr)
+				}
+				fix, _, _ = strings.Cut(after, ";")
+			}
+			if r := s.run(t, "status"); r.code != 0 {
+				t.Errorf("baton status over a mismatched checksum: exit %d\n%s", r.code, r.stderr)
+			}
+			// The fix, as given: the statement between the quotes.
+			_, stmt, _ := strings.Cut(fix, "\"")
+			stmt, _, _ = strings.Cut(stmt, "\"")
+			s.execSchema(t, strings.ReplaceAll(stmt, "baton.schema_migrations", "schema_migrations"))
+			if r := s.runWithin(t, time.Minute, "relay", "--sink", "noop:", "--until-idle"); r.code != 0 {
+				t.Fatalf("baton relay after the fix (%s): exit %d\n%s", fix, r.code, r.stderr)
+			}
+		})
+	}
+}
