@@ -117,6 +117,10 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	if err := c.http.check(); err != nil {
 		return err
 	}
+	playLevel, err := testFeatureLevel(c.env)
+	if err != nil {
+		return err
+	}
 	var relay *outbox.Relay
 	if c.relay.sink != "" {
 		if relay, err = c.relay.relay(c.env, "relay-"); err != nil {
@@ -163,11 +167,12 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
 		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
+		Version: readBuild().String(), PlayLevel: playLevel,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
-		"jobs", len(file.Jobs), "id", d.ID)
+		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())
 	if err := d.Load(ctx, file.Jobs); err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 	}
 	cfg := web.Config{
 		Schedule: st.schedule, Leaser: st.leaser, Ready: ready, Metrics: metrics,
-		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: Version,
+		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: readBuild().String(),
 	}
 	if st.outbox != nil {
 		cfg.Outbox = st.outbox

@@ -1,0 +1,3 @@
+-- Placeholder, on branch i16-fleetver only: another change of issue 16
+-- takes number 5. Replace this file with it when merging.
+SELECT 1;
