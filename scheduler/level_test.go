@@ -241,3 +241,40 @@ func TestMissedWhileOnlyOlderDaemonsRan(t *testing.T) {
 		}
 	})
 }
+
+// Migration 0011 (0006 locally) keeps binaries that predate it working:
+// their statements, which name none of its columns, still write daemons
+// and jobs, which then show no version, level 0, and a job any daemon
+// runs.
+func TestRowsOfOlderBinaries(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		// upsert_daemon.sql and insert_job.sql as they were before 0011.
+		if err := e.store.Exec(ctx, `insert into @schema@.daemons (id, host, pid, config, versions, started_at, seen_at)
+values ($1, $2, $3, $4, $5, @now@, @now@)
+on conflict (id) do update
+  set config = excluded.config, versions = excluded.versions, seen_at = excluded.seen_at`, "pre", "h", 7, "x.yaml", "{}"); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := e.store.Daemons(ctx, time.Minute)
+		if err != nil || len(ds) != 1 || ds[0].Version != "" || ds[0].FeatureLevel != 0 {
+			t.Fatalf("daemons %+v, %v; want the old one, without version, at level 0", ds, err)
+		}
+		j := job("old-job", "0 0 1 1 *", "true")
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "new", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Exec(ctx, `insert into @schema@.jobs as j
+  (name, version, definition, next_tick_at, paused, defined_by, defined_at, removed_at)
+values ($1, $2, $3, null, false, $4, @now@, null)
+on conflict (name) do update
+  set version = excluded.version, definition = excluded.definition,
+      defined_by = excluded.defined_by, defined_at = excluded.defined_at, removed_at = null`,
+			"old-job", "v-pre", `{"name":"old-job","schedule":"0 0 1 1 *","command":["true"]}`, "pre"); err != nil {
+			t.Fatal(err)
+		}
+		if l := jobLevel(t, e, "old-job"); l != 0 {
+			t.Errorf("a definition written by an older binary needs level %d, want 0", l)
+		}
+	})
+}
