@@ -36,6 +36,12 @@ A daemon whose file differs from the store logs the drift and runs the
 store's version; 'baton jobs' shows drift too. A file without jobs (empty,
 or its jobs commented out) is refused: write 'jobs: []' to mean none.
 
+Mixed versions: the daemon records its version ('baton version') and its
+feature level, the job semantics it implements, in the store. Each job
+definition it writes records the lowest level that runs it as it means; a
+daemon below a job's level leaves the job's ticks to newer daemons and logs
+why, once ('baton status' shows it too; see docs/UPGRADE.md).
+
 Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
 BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
 takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and

@@ -262,3 +262,20 @@ func TestFleetVersions(t *testing.T) {
 		d.stop(t)
 	})
 }
+
+// The test-only level is checked with the flags, before the store is
+// opened: a bad one is a usage error naming the variable.
+func TestTestFeatureLevelBadInput(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	config := writeJobFile(t, "jobs:\n  - name: j\n    schedule: \"@daily\"\n    command: \"true\"\n")
+	for _, v := range []string{"9", "-1", "one"} {
+		r := s.withEnv("BATON_TEST_FEATURE_LEVEL="+v).run(t, "daemon", "--config", config)
+		if r.code != 64 || !strings.Contains(r.stderr, "BATON_TEST_FEATURE_LEVEL") {
+			t.Errorf("BATON_TEST_FEATURE_LEVEL=%s: exit %d %s", v, r.code, r.stderr)
+		}
+	}
+	if r := s.run(t, "jobs"); r.code != 0 || !strings.Contains(r.stdout, "no jobs in the store") {
+		t.Errorf("a refused daemon wrote to the store: %s%s", r.stdout, r.stderr)
+	}
+}
