@@ -1,3 +1,4 @@
+-- baton:compatible-down-to 4
 -- Mixed versions, as in PostgreSQL's 0011_fleet_versions: each daemon and
 -- relay records the baton that runs it, and each job the lowest daemon
 -- feature level that runs it as defined (package scheduler, FeatureLevel),
