@@ -251,6 +251,10 @@ type DefinedJob struct {
 	LastOutcome Outcome   `json:"last_outcome,omitempty"`
 	LastTick    time.Time `json:"last_tick,omitzero"`
 	LastSuccess time.Time `json:"last_success,omitzero"`
+	// FeatureLevel is the lowest daemon feature level that runs this
+	// definition as it means (package scheduler); older daemons leave it
+	// alone. 0: any daemon (written before the gate existed).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // ShellCommand is how a job file's shell string runs.

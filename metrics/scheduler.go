@@ -117,12 +117,16 @@ var (
 	scheduleScrapeDesc = prometheus.NewDesc("baton_schedule_scrape_duration_seconds",
 		"How long this scrape's store queries took.",
 		nil, nil)
+	schemaVersionDesc = prometheus.NewDesc("baton_schema_version",
+		"The highest migration applied to the store's schema.",
+		nil, nil)
 )
 
 // WatchSchedule adds, at each scrape, what the store says of every job:
 // seconds since its last success, whether it is paused, how overdue its
-// next tick is. These are fleet-wide (any daemon's runs count) and survive
-// restarts. A scrape runs two queries (the store's clock, the job list),
+// next tick is; and the store's schema version. These are fleet-wide (any
+// daemon's runs count) and survive restarts. A scrape runs three queries
+// (the store's clock, the job list, the schema version),
 // bounded by ScheduleTimeout, one scrape at a time. Calling it again
 // watches another store instead.
 func (m *Metrics) WatchSchedule(s *scheduler.Store) {
@@ -133,7 +137,7 @@ func (m *Metrics) WatchSchedule(s *scheduler.Store) {
 type scheduleCollector struct{ m *Metrics }
 
 func (c scheduleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sinceSuccessDesc, lastSuccessDesc, pausedDesc, overdueDesc, scheduleUpDesc, scheduleScrapeDesc} {
+	for _, d := range []*prometheus.Desc{sinceSuccessDesc, lastSuccessDesc, pausedDesc, overdueDesc, scheduleUpDesc, scheduleScrapeDesc, schemaVersionDesc} {
 		ch <- d
 	}
 }
@@ -150,12 +154,17 @@ func (c scheduleCollector) Collect(ch chan<- prometheus.Metric) {
 	if err == nil {
 		jobs, err = src.store.Jobs(ctx)
 	}
+	var schema int
+	if err == nil {
+		schema, err = src.store.SchemaVersion(ctx)
+	}
 	ch <- prometheus.MustNewConstMetric(scheduleScrapeDesc, prometheus.GaugeValue, time.Since(start).Seconds())
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(scheduleUpDesc, prometheus.GaugeValue, 0)
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(scheduleUpDesc, prometheus.GaugeValue, 1)
+	ch <- prometheus.MustNewConstMetric(schemaVersionDesc, prometheus.GaugeValue, float64(schema))
 	for _, j := range jobs {
 		name := j.Job.Name
 		since, last := now.Sub(j.DefinedAt), 0.0

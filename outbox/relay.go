@@ -58,6 +58,9 @@ type Relay struct {
 	Sink  Sink
 	// ID names the relay in status and in claims (default host-pid-random).
 	ID string
+	// Version is the baton that runs the relay, as 'baton version' prints
+	// it: recorded in the relay's row, for status.
+	Version string
 	// Topics limits the relay to these topics (none: all).
 	Topics []string
 	// Batch is the most events one claim takes (default 500).
@@ -157,7 +160,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err
 	}
 	host, _ := os.Hostname()
-	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: strings.Join(r.Topics, ",")}
+	status := &RelayStatus{ID: r.ID, Host: host, PID: os.Getpid(), Sink: r.Sink.String(), Topics: strings.Join(r.Topics, ","), Version: r.Version}
 	// Reporting is for status only: a store busy or away now is reported
 	// to on the next heartbeat; the deliveries do not wait for it.
 	if err := r.Store.register(ctx, status); err != nil {

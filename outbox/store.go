@@ -515,6 +515,9 @@ type RelayStatus struct {
 	Delivered int64     `json:"delivered"`
 	Failed    int64     `json:"failed"`
 	Active    bool      `json:"active"`
+	// Version is the baton that runs the relay, as 'baton version' prints
+	// it ("" for a relay older than migration 0010, which does not say).
+	Version string `json:"version"`
 }
 
 // Status is the outbox at a glance.
@@ -593,7 +596,7 @@ func (s *Store) Status(ctx context.Context) (*Status, error) {
 	for rows.Next() {
 		var r RelayStatus
 		var started, seen dbTime
-		if err := rows.Scan(&r.ID, &r.Host, &r.PID, &r.Sink, &r.Topics, &started, &seen, &r.Delivered, &r.Failed, &r.Active); err != nil {
+		if err := rows.Scan(&r.ID, &r.Host, &r.PID, &r.Sink, &r.Topics, &started, &seen, &r.Delivered, &r.Failed, &r.Active, &r.Version); err != nil {
 			return nil, s.translate(err, "reading the relays")
 		}
 		r.StartedAt, r.SeenAt = started.Time, seen.Time
@@ -717,7 +720,7 @@ func (s *Store) Purge(ctx context.Context, before time.Time, batch int) (int64, 
 
 // register writes (or refreshes) the relay's row.
 func (s *Store) register(ctx context.Context, r *RelayStatus) error {
-	_, err := s.db.ExecContext(ctx, s.query("upsert_relay"), r.ID, r.Host, r.PID, r.Sink, r.Topics, r.Delivered, r.Failed)
+	_, err := s.db.ExecContext(ctx, s.query("upsert_relay"), r.ID, r.Host, r.PID, r.Sink, r.Topics, r.Delivered, r.Failed, r.Version)
 	return s.translate(err, "reporting the relay")
 }
 

@@ -31,12 +31,20 @@ type Daemon struct {
 	Env           []string      // the commands' base environment
 	Log           *slog.Logger
 	Observer      Observer // told of runs, skips and leases, for metrics; nil observes nothing
+	// Version is the baton that runs this daemon, as 'baton version'
+	// prints it: recorded in the daemon's row, for status.
+	Version string
+	// PlayLevel, when set, is the feature level this daemon claims instead
+	// of FeatureLevel. Only tests set it, lower, to play an older daemon in
+	// a mixed fleet ('baton daemon' reads BATON_TEST_FEATURE_LEVEL).
+	PlayLevel *int
 
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
 	versions map[string]string    // … and each job's version
 	pruned   string               // the last job pruned: pruning goes round the jobs a page at a time
 	drift    map[string]string    // drift last reported, by job
+	gated    map[string]string    // jobs above this daemon's feature level, as last reported
 	active   map[string][]*active // runs in progress, by job
 	slots    chan struct{}
 	wg       sync.WaitGroup
@@ -72,7 +80,17 @@ func (d *Daemon) defaults() {
 		d.slots = make(chan struct{}, d.MaxConcurrent)
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
+		d.gated = map[string]string{}
 	}
+}
+
+// Level is the feature level this daemon runs jobs up to: FeatureLevel,
+// or PlayLevel when set.
+func (d *Daemon) Level() int {
+	if d.PlayLevel != nil {
+		return *d.PlayLevel
+	}
+	return FeatureLevel
 }
 
 // Load publishes a job file's definitions to the store (a reload removes
@@ -98,7 +116,7 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 			d.Log.Warn("job definition", "job", j.Name, "warning", w)
 		}
 	}
-	changed, err := d.Store.Publish(ctx, jobs, d.Host, removed)
+	changed, err := d.Store.publish(ctx, jobs, d.Host, removed, d.Level())
 	if err != nil {
 		return err
 	}
@@ -129,11 +147,13 @@ func (d *Daemon) register(ctx context.Context) error {
 	d.mu.Lock()
 	versions := d.versions
 	d.mu.Unlock()
-	return d.Store.Register(ctx, DaemonInfo{ID: d.ID, Host: d.Host, PID: os.Getpid(), Config: d.Config, Versions: versions})
+	return d.Store.Register(ctx, DaemonInfo{ID: d.ID, Host: d.Host, PID: os.Getpid(), Config: d.Config, Versions: versions,
+		Version: d.Version, FeatureLevel: d.Level()})
 }
 
 // checkDrift compares this daemon's file with the store and logs each
-// difference once (and again when it changes).
+// difference once (and again when it changes), and so the jobs it leaves
+// alone because they need a higher feature level than its own.
 func (d *Daemon) checkDrift(ctx context.Context) error {
 	stored, err := d.Store.Versions(ctx)
 	if err != nil {
@@ -141,6 +161,7 @@ func (d *Daemon) checkDrift(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.checkLevels(stored)
 	now := map[string]string{}
 	for name, sv := range stored {
 		fj, ok := d.file[name]
@@ -169,6 +190,39 @@ func (d *Daemon) checkDrift(ctx context.Context) error {
 	}
 	d.drift = now
 	return nil
+}
+
+// checkLevels logs, once each, the jobs whose definitions need a higher
+// feature level than this daemon's: it does not claim their ticks (the
+// claim queries skip them), so without this line nothing would say why
+// they do not run here. d.mu is held.
+func (d *Daemon) checkLevels(stored map[string]Version) {
+	own := d.Level()
+	now := map[string]string{}
+	for name, sv := range stored {
+		if sv.FeatureLevel > own {
+			now[name] = gateNote(sv.FeatureLevel, own)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		if d.gated[name] != now[name] {
+			d.Log.Warn("job needs a newer daemon", "job", name, "detail", "job "+name+" "+now[name])
+		}
+	}
+	for name := range d.gated {
+		if _, ok := now[name]; !ok {
+			d.Log.Info("job no longer needs a newer daemon (rewritten or removed)", "job", name, "feature_level", own)
+		}
+	}
+	d.gated = now
+}
+
+// Gated returns the jobs this daemon leaves alone because they need a
+// higher feature level than its own, with why, as last checked.
+func (d *Daemon) Gated() map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.gated)
 }
 
 // Drift returns the differences between this daemon's file and the store,
@@ -266,7 +320,7 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 		return false, nil
 	}
 	limit := min(free, 100)
-	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.ClaimTTL, limit)
+	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
 	for job, n := range overtaken {
 		d.observer().TicksSkipped(job, SkipOvertaken, n)
 	}
@@ -280,7 +334,7 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if limit <= 0 {
 		return true, nil
 	}
-	due, missed, err := d.Store.claimDue(ctx, d.ID, d.ClaimTTL, limit)
+	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
 	if err != nil {
 		return false, err
 	}

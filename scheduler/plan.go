@@ -71,13 +71,19 @@ type Planned struct {
 // may have been busy, paused or cut off from the store.
 type Uptime []Span
 
-// Span is one daemon's run.
-type Span struct{ From, To time.Time }
+// Span is one daemon's run, and the daemon's feature level.
+type Span struct {
+	From, To time.Time
+	Level    int
+}
 
 // Covers says whether a daemon ran at t.
-func (u Uptime) Covers(t time.Time) bool {
+func (u Uptime) Covers(t time.Time) bool { return u.coversAt(t, 0) }
+
+// coversAt says whether a daemon of level or later ran at t.
+func (u Uptime) coversAt(t time.Time, level int) bool {
 	for _, s := range u {
-		if !t.Before(s.From) && !t.After(s.To) {
+		if s.Level >= level && !t.Before(s.From) && !t.After(s.To) {
 			return true
 		}
 	}
@@ -99,6 +105,12 @@ func (u Uptime) Covers(t time.Time) bool {
 // latest, and only "all" may run some of them; the rest come in the next
 // claim.
 func Plan(j baton.Job, c *Compiled, next, now time.Time, max int, up Uptime) ([]Planned, time.Time) {
+	return plan(j, c, next, now, max, up, 0)
+}
+
+// plan is Plan for a job that needs feature level need: only daemons of
+// that level or later could have run its ticks.
+func plan(j baton.Job, c *Compiled, next, now time.Time, max int, up Uptime, need int) ([]Planned, time.Time) {
 	j = j.WithDefaults()
 	var out []Planned
 	t := next
@@ -124,9 +136,12 @@ func Plan(j baton.Job, c *Compiled, next, now time.Time, max int, up Uptime) ([]
 		}
 		why := "no daemon was running when it fell due"
 		p.Skip = SkipMissed
-		if up.Covers(p.At) {
+		switch {
+		case up.coversAt(p.At, need):
 			why = fmt.Sprintf("the daemons fell behind: one was running when it fell due, but none claimed it until %s later (busy, paused or cut off from the store)", late.Round(time.Millisecond))
 			p.Skip = SkipBehind
+		case up.Covers(p.At):
+			why = fmt.Sprintf("no daemon of the job's feature level %d was running when it fell due (older ones were, and leave it alone)", need)
 		}
 		switch {
 		case !inWindow:

@@ -31,6 +31,7 @@ const (
 type Store struct {
 	db      *sql.DB
 	dialect Dialect
+	schema  string
 	q       map[string]string
 }
 
@@ -42,7 +43,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 	if err != nil { // compiled in: cannot fail at run time
 		panic("scheduler: loading embedded SQL: " + err.Error())
 	}
-	s := &Store{db: db, dialect: dialect, q: q}
+	s := &Store{db: db, dialect: dialect, schema: schema, q: q}
 	return s
 }
 
@@ -95,8 +96,15 @@ func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
 // Publish writes the definitions of a job file to the store: new jobs and
 // jobs whose version differs are written with this host and time, and get a
 // next tick; jobs named in removed are marked removed (their history stays).
-// It returns the names it wrote.
+// It returns the names it wrote. Each definition is written with the
+// feature level it needs (Needs); a current definition recorded with a
+// lower level gets its level raised.
 func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, removed []string) ([]string, error) {
+	return s.publish(ctx, jobs, host, removed, FeatureLevel)
+}
+
+// publish is Publish by a daemon of feature level own.
+func (s *Store) publish(ctx context.Context, jobs []baton.Job, host string, removed []string, own int) ([]string, error) {
 	var changed []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		changed = changed[:0]
@@ -107,16 +115,24 @@ func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, remo
 		for _, j := range jobs {
 			j = j.WithDefaults()
 			version := j.Version()
+			need := needs(j, own)
 			var oldVersion string
 			var oldNext dbTime
 			var removedAt dbTime
+			var oldLevel int
 			err := tx.QueryRowContext(ctx, s.query("job_version"), j.Name).
-				Scan(&oldVersion, &oldNext, &removedAt)
+				Scan(&oldVersion, &oldNext, &removedAt, &oldLevel)
 			switch {
 			case errors.Is(err, sql.ErrNoRows):
 			case err != nil:
 				return s.translate(err, "reading job "+j.Name)
+			case oldVersion == version && removedAt.IsZero() && oldLevel >= need:
+				continue
 			case oldVersion == version && removedAt.IsZero():
+				if _, err := tx.ExecContext(ctx, s.query("raise_level"), j.Name, need); err != nil {
+					return s.translate(err, "raising the feature level of job "+j.Name)
+				}
+				changed = append(changed, j.Name)
 				continue
 			}
 			c, err := Compile(j)
@@ -134,7 +150,7 @@ func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, remo
 				return baton.Wrap(baton.EINTERNAL, err, "encoding job %s", j.Name)
 			}
 			if _, err := tx.ExecContext(ctx, s.query("insert_job"), j.Name, version, string(def),
-				s.ts(c.Next(after)), j.Paused, host); err != nil {
+				s.ts(c.Next(after)), j.Paused, host, need); err != nil {
 				return s.translate(err, "writing job "+j.Name)
 			}
 			changed = append(changed, j.Name)
@@ -159,7 +175,7 @@ func (s *Store) getJob(ctx context.Context, q querier, name string) (*baton.Defi
 	var def string
 	var next, at dbTime
 	err := q.QueryRowContext(ctx, s.query("get_job"), name).
-		Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at)
+		Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at, &dj.FeatureLevel)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?)", name)}
 	}
@@ -187,7 +203,7 @@ func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
 		var next, at, lastTick, lastSuccess dbTime
 		var last sql.NullString
 		if err := rows.Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote,
-			&dj.DefinedBy, &at, &last, &lastTick, &lastSuccess); err != nil {
+			&dj.DefinedBy, &at, &last, &lastTick, &lastSuccess, &dj.FeatureLevel); err != nil {
 			return nil, s.translate(err, "listing jobs")
 		}
 		if err := json.Unmarshal([]byte(def), &dj.Job); err != nil {
@@ -205,6 +221,8 @@ type Version struct {
 	Version   string
 	DefinedBy string
 	DefinedAt time.Time
+	// FeatureLevel is the level a daemon needs to run the job (Needs).
+	FeatureLevel int
 }
 
 // Versions returns every job's version, by name.
@@ -219,7 +237,7 @@ func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
 		var name string
 		var v Version
 		var at dbTime
-		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at); err != nil {
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel); err != nil {
 			return nil, s.translate(err, "listing job versions")
 		}
 		v.DefinedAt = at.Time
@@ -272,8 +290,11 @@ const maxTicksPerClaim = 1000
 // ticks (runnable ones pending and claimed, missed ones skipped-missed, per
 // the job's catch-up policy), and advances each job's next tick. It returns
 // the runnable ticks, each job's in order.
+//
+// It claims the jobs of FeatureLevel or below; a Daemon claims those of
+// its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimDue(ctx, daemon, claimTTL, limit)
+	out, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit)
 	return out, err
 }
 
@@ -283,9 +304,9 @@ type skipKey struct {
 	reason SkipReason
 }
 
-// claimDue is ClaimDue that also counts the ticks it recorded
-// skipped-missed (for the daemon's Observer).
-func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
+// claimDue is ClaimDue by a daemon of feature level own that also counts
+// the ticks it recorded skipped-missed (for the daemon's Observer).
+func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
 	var out []Claim
 	var missed map[skipKey]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -294,21 +315,22 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit)
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
 		type due struct {
-			job  baton.Job
-			ver  string
-			next time.Time
+			job   baton.Job
+			ver   string
+			next  time.Time
+			level int
 		}
 		var jobs []due
 		for rows.Next() {
 			var d due
 			var def string
 			var next dbTime
-			if err := rows.Scan(new(string), &d.ver, &def, &next); err != nil {
+			if err := rows.Scan(new(string), &d.ver, &def, &next, &d.level); err != nil {
 				rows.Close()
 				return s.translate(err, "claiming due jobs")
 			}
@@ -326,7 +348,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 		var up Uptime
 		if len(jobs) > 0 {
 			oldest := jobs[0].next // claim_jobs orders them by next tick
-			if up, err = s.uptime(ctx, tx, daemon, oldest, now); err != nil {
+			if up, err = s.uptime(ctx, tx, daemon, own, oldest, now); err != nil {
 				return err
 			}
 		}
@@ -335,7 +357,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 			if err != nil { // stored definitions were valid when written
 				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
 			}
-			planned, next := Plan(d.job, c, d.next, now, maxTicksPerClaim, up)
+			planned, next := plan(d.job, c, d.next, now, maxTicksPerClaim, up, d.level)
 			last := -1
 			for i, p := range planned {
 				if p.Run {
@@ -372,8 +394,8 @@ func (s *Store) claimDue(ctx context.Context, daemon string, claimTTL time.Durat
 }
 
 // uptime is when daemons ran since after (see Uptime): the claiming daemon
-// runs until now, whenever it was last seen.
-func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, after, now time.Time) (Uptime, error) {
+// runs until now, whenever it was last seen, at level own.
+func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, own int, after, now time.Time) (Uptime, error) {
 	rows, err := tx.QueryContext(ctx, s.query("uptime"), s.ts(after), daemon)
 	if err != nil {
 		return nil, s.translate(err, "reading when daemons ran")
@@ -383,13 +405,14 @@ func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, after, no
 	for rows.Next() {
 		var id string
 		var from, to dbTime
-		if err := rows.Scan(&id, &from, &to); err != nil {
+		var level int
+		if err := rows.Scan(&id, &from, &to, &level); err != nil {
 			return nil, s.translate(err, "reading when daemons ran")
 		}
 		if id == daemon {
-			to.Time = now
+			to.Time, level = now, own
 		}
-		up = append(up, Span{From: from.Time, To: to.Time})
+		up = append(up, Span{From: from.Time, To: to.Time, Level: level})
 	}
 	return up, s.translate(rows.Err(), "reading when daemons ran")
 }
@@ -407,19 +430,23 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 // and that a later tick of its job has overtaken (started first) is not
 // returned: it is recorded skipped-missed, since a job's scheduled ticks
 // start in tick order.
+//
+// It claims the ticks of jobs of FeatureLevel or below; a Daemon claims
+// those of its own level.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, FeatureLevel, claimTTL, limit)
 	return out, err
 }
 
-// claimOpen is ClaimOpen that also counts, by job, the overtaken ticks it
-// recorded (for the daemon's Observer).
-func (s *Store) claimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+// claimOpen is ClaimOpen by a daemon of feature level own that also
+// counts, by job, the overtaken ticks it recorded (for the daemon's
+// Observer).
+func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
@@ -466,19 +493,27 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 	}
 	// Definitions are read after the claim commits: a claimed tick is this
 	// daemon's until its claim lapses, and a job that is gone is dealt with
-	// by the caller.
-	for i := range out {
-		dj, err := s.Job(ctx, out[i].Tick.Job)
+	// by the caller. A definition rewritten since the claim with a level
+	// above this daemon's gets its tick back.
+	kept := out[:0]
+	for _, c := range out {
+		dj, err := s.Job(ctx, c.Tick.Job)
 		switch {
 		case baton.ErrorCode(err) == baton.ENOTFOUND:
-			out[i].Job = baton.Job{}
+			c.Job = baton.Job{}
 		case err != nil:
-			return out, overtaken, err
+			return append(kept, c), overtaken, err
+		case dj.FeatureLevel > own:
+			if err := s.ReleaseClaim(ctx, c.Tick, daemon); err != nil {
+				return kept, overtaken, err
+			}
+			continue
 		default:
-			out[i].Job = dj.Job
+			c.Job = dj.Job
 		}
+		kept = append(kept, c)
 	}
-	return out, overtaken, nil
+	return kept, overtaken, nil
 }
 
 // LaterStart is the first tick of t's job and kind after t that has
@@ -855,6 +890,12 @@ type DaemonInfo struct {
 	Versions map[string]string `json:"versions"` // job → version in its file
 	Started  time.Time         `json:"started"`
 	Seen     time.Time         `json:"seen"`
+	// Version is the baton that runs the daemon, as 'baton version' prints
+	// it ("" for a daemon older than migration 0010, which does not say).
+	Version string `json:"version"`
+	// FeatureLevel is the job semantics it implements: it runs the jobs
+	// that need this level or less (FeatureLevel, Needs).
+	FeatureLevel int `json:"feature_level"`
 }
 
 // Register records (or refreshes) a daemon and its file's job versions.
@@ -863,7 +904,7 @@ func (s *Store) Register(ctx context.Context, d DaemonInfo) error {
 	if err != nil {
 		return baton.Wrap(baton.EINTERNAL, err, "encoding versions")
 	}
-	_, err = s.db.ExecContext(ctx, s.query("upsert_daemon"), d.ID, d.Host, d.PID, d.Config, string(v))
+	_, err = s.db.ExecContext(ctx, s.query("upsert_daemon"), d.ID, d.Host, d.PID, d.Config, string(v), d.Version, d.FeatureLevel)
 	return s.translate(err, "registering daemon")
 }
 
@@ -896,7 +937,7 @@ func (s *Store) Daemons(ctx context.Context, within time.Duration) ([]DaemonInfo
 		var d DaemonInfo
 		var v string
 		var started, seen dbTime
-		if err := rows.Scan(&d.ID, &d.Host, &d.PID, &d.Config, &v, &started, &seen); err != nil {
+		if err := rows.Scan(&d.ID, &d.Host, &d.PID, &d.Config, &v, &started, &seen, &d.Version, &d.FeatureLevel); err != nil {
 			return nil, s.translate(err, "listing daemons")
 		}
 		if err := json.Unmarshal([]byte(v), &d.Versions); err != nil {
@@ -906,4 +947,11 @@ func (s *Store) Daemons(ctx context.Context, within time.Duration) ([]DaemonInfo
 		out = append(out, d)
 	}
 	return out, s.translate(rows.Err(), "listing daemons")
+}
+
+// SchemaVersion is the highest migration applied to the store's schema.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, s.query("schema_version")).Scan(&v)
+	return v, s.translate(err, "reading the schema version")
 }

@@ -27,6 +27,8 @@ type Overview struct {
 	// says why it could not be read (the rest of the overview stands).
 	Outbox      *outbox.Status `json:"outbox,omitempty"`
 	OutboxError string         `json:"outbox_error,omitempty"`
+	// SchemaVersion is the highest migration applied to the store.
+	SchemaVersion int `json:"schema_version"`
 }
 
 // Summary counts what needs a look.
@@ -63,6 +65,11 @@ type JobStatus struct {
 	Paused     bool           `json:"paused"`
 	PausedNote string         `json:"paused_note,omitempty"`
 	Drift      []string       `json:"drift,omitempty"`
+	// FeatureLevel is the daemon feature level the job's definition
+	// needs; LevelNote says which running daemons are below it and leave
+	// the job alone.
+	FeatureLevel int    `json:"feature_level"`
+	LevelNote    string `json:"level_note,omitempty"`
 	// Timeline is the last 24 h of ticks, for the dashboard.
 	Timeline *Timeline `json:"-"`
 }
@@ -98,7 +105,11 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	if err != nil {
 		return nil, err
 	}
-	o := &Overview{Now: now, Store: leaser.Info(), Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
+	schema, err := sched.SchemaVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}
 	}
@@ -155,6 +166,7 @@ func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, now time.Tim
 		Name: dj.Job.Name, Schedule: dj.Job.Schedule, Timezone: dj.Job.Timezone, Version: dj.Version,
 		NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
 		Paused: dj.Paused, PausedNote: dj.PausedNote,
+		FeatureLevel: dj.FeatureLevel, LevelNote: scheduler.LevelNote(dj.FeatureLevel, daemons),
 	}
 	if !dj.LastSuccess.IsZero() {
 		js.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()

@@ -36,6 +36,12 @@ A daemon whose file differs from the store logs the drift and runs the
 store's version; 'baton jobs' shows drift too. A file without jobs (empty,
 or its jobs commented out) is refused: write 'jobs: []' to mean none.
 
+Mixed versions: the daemon records its version ('baton version') and its
+feature level, the job semantics it implements, in the store. Each job
+definition it writes records the lowest level that runs it as it means; a
+daemon below a job's level leaves the job's ticks to newer daemons and logs
+why, once ('baton status' shows it too; see docs/UPGRADE.md).
+
 Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
 BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
 takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and
@@ -117,6 +123,10 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	if err := c.http.check(); err != nil {
 		return err
 	}
+	playLevel, err := testFeatureLevel(c.env)
+	if err != nil {
+		return err
+	}
 	var relay *outbox.Relay
 	if c.relay.sink != "" {
 		if relay, err = c.relay.relay(c.env, "relay-"); err != nil {
@@ -164,11 +174,12 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
 		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
+		Version: readBuild().String(), PlayLevel: playLevel,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
-		"jobs", len(file.Jobs), "id", d.ID)
+		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())
 	if err := d.Load(ctx, file.Jobs); err != nil {
 		return err
 	}

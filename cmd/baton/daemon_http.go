@@ -119,7 +119,7 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 	}
 	cfg := web.Config{
 		Schedule: st.schedule, Leaser: st.leaser, Ready: ready, Metrics: metrics,
-		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: Version,
+		Token: f.token, ReadOnly: f.readOnly, Redact: redactor(cmp.Or(sf.db, env.Getenv("BATON_DB"))), Log: log, Version: readBuild().String(),
 	}
 	if st.outbox != nil {
 		cfg.Outbox = st.outbox
@@ -165,17 +165,20 @@ func (f *httpFlags) serve(ctx context.Context, env *Env, sf *storeFlags, st *sto
 	}, nil
 }
 
-// metrics makes what /metrics serves: this daemon's runs, skips and leases
-// (as d's observer) and its relay's deliveries, and, read from the store at
-// each scrape, every job's last success, the outbox's backlog and the
-// pool. Without --http nothing would serve them, and nothing is made.
+// metrics makes what /metrics serves: this binary's version, this
+// daemon's feature level, runs, skips and leases (as d's observer) and its
+// relay's deliveries, and, read from the store at each scrape, every job's
+// last success, the schema version, the outbox's backlog and the pool. Without --http nothing would serve them, and nothing is made.
 func (f *httpFlags) metrics(st *store, d *scheduler.Daemon, relay *outbox.Relay) http.Handler {
 	if f.addr == "" {
 		return nil
 	}
 	m := metrics.New()
+	b := readBuild()
+	m.SetBuild(metrics.Build{Version: b.version, Revision: b.revision, GoVersion: b.goVersion})
 	if d != nil { // nil for baton relay
 		d.Observer = m.Scheduler()
+		m.SetFeatureLevel(d.Level())
 	}
 	if relay != nil {
 		relay.Observer = m.Outbox()

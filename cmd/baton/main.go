@@ -132,14 +132,14 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	}
 	if args[0] == "version" || args[0] == "--version" {
 		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help") {
-			fmt.Fprintln(env.Stdout, "Usage: baton version\n\nPrints baton's version.")
+			fmt.Fprintln(env.Stdout, "Usage: baton version\n\nPrints baton's version: the release, the commit it was built from (and\n\"modified\" if the tree had changes) and the Go release that built it.\nEach daemon and relay records it in the store ('baton status' shows them).")
 			return baton.ExitOK
 		}
 		if len(args) > 1 {
 			fmt.Fprintf(env.Stderr, "baton version: takes no flags or arguments, got %q\nUsage: baton version\n", args[1:])
 			return baton.ExitUsage
 		}
-		fmt.Fprintln(env.Stdout, "baton", Version)
+		fmt.Fprintln(env.Stdout, "baton", readBuild())
 		return baton.ExitOK
 	}
 	if args[0] == supervise.GuardCommand {
@@ -153,9 +153,6 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	fmt.Fprintf(env.Stderr, "baton: unknown command %q\nRun 'baton --help' for the list of commands.\n", args[0])
 	return baton.ExitUsage
 }
-
-// Version is set at build time with -ldflags "-X main.Version=…".
-var Version = "dev"
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `baton runs scheduled jobs once, and only once, on one host or across a fleet.

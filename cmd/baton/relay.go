@@ -168,6 +168,7 @@ func (f *relayFlags) relay(env *Env, prefix string) (*outbox.Relay, error) {
 func (f *relayFlags) start(ctx context.Context, st *store, r *outbox.Relay, log *slog.Logger) error {
 	r.Store = st.outbox
 	r.Log = log
+	r.Version = readBuild().String()
 	if st.db != nil && f.listen {
 		r.Wake = st.db.ListenOutbox(ctx, log)
 	}

@@ -26,9 +26,18 @@ definition) is older than its expected interval: the tick after the
 success came, and the tick after that too, without a success. A paused
 job is never overdue.
 
---json prints {"now", "store", "summary", "jobs", "daemons", "leases",
-"outbox"}; each job has next_tick, last_outcome, last_success,
-last_success_age, expected_interval, overdue, paused and drift.
+Versions: the store's schema version (the highest migration applied), and
+each daemon's and relay's baton version ('baton version') and each
+daemon's feature level: the job semantics it implements. A job whose
+definition needs a higher level than some daemon's is left alone by that
+daemon; status says which, under the job table (see docs/UPGRADE.md).
+"unknown" is a daemon or relay older than the version records.
+
+--json prints {"now", "store", "schema_version", "summary", "jobs",
+"daemons", "leases", "outbox"}; each job has next_tick, last_outcome,
+last_success, last_success_age, expected_interval, overdue, paused, drift,
+feature_level and level_note; each daemon version and feature_level; each
+relay of the outbox version.
 
 Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal error.
 `
@@ -74,7 +83,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 func printStatus(env *Env, o *web.Overview) error {
 	w := env.Stdout
 	s := o.Summary
-	fmt.Fprintf(w, "store: %s %s (scope: %s)\n", o.Store.Kind, o.Store.Location, o.Store.Scope)
+	fmt.Fprintf(w, "store: %s %s (scope: %s); schema version %d\n", o.Store.Kind, o.Store.Location, o.Store.Scope, o.SchemaVersion)
 	fmt.Fprintf(w, "jobs: %d (%d failing, %d overdue, %d paused, %d drifted); daemons: %d; leases held: %d\n",
 		s.Jobs, s.Failing, s.Overdue, s.Paused, s.Drifted, s.Daemons, s.Held)
 	if len(o.Jobs) == 0 {
@@ -112,16 +121,21 @@ func printStatus(env *Env, o *web.Overview) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, j := range o.Jobs {
+			if j.LevelNote != "" {
+				fmt.Fprintf(w, "%s: %s\n", j.Name, j.LevelNote)
+			}
+		}
 	}
 	if len(o.Daemons) == 0 {
 		fmt.Fprintln(w, "\nno daemon seen in the last 2 minutes: nothing runs the schedule")
 	} else {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "DAEMON\tHOST\tPID\tCONFIG\tSTARTED\tLAST SEEN")
+		fmt.Fprintln(tw, "DAEMON\tHOST\tPID\tCONFIG\tVERSION\tLEVEL\tSTARTED\tLAST SEEN")
 		for _, d := range o.Daemons {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s ago\n", d.ID, d.Host, d.PID, d.Config, stamp(d.Started),
-				o.Now.Sub(d.Seen).Round(time.Second))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%s\t%s ago\n", d.ID, d.Host, d.PID, d.Config, cmp.Or(d.Version, "unknown"),
+				d.FeatureLevel, stamp(d.Started), o.Now.Sub(d.Seen).Round(time.Second))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -135,6 +149,11 @@ func printStatus(env *Env, o *web.Overview) error {
 			oldest = fmt.Sprintf(" (oldest %s)", time.Duration(ob.OldestAge).Round(time.Second))
 		}
 		fmt.Fprintf(w, "\noutbox: %d pending%s, %d dead, %d relays active\n", ob.Pending, oldest, ob.Dead, ob.RelaysActive)
+		for _, r := range ob.Relays {
+			if r.Active {
+				fmt.Fprintf(w, "  relay %s (%s, pid %d): version %s\n", r.ID, r.Host, r.PID, cmp.Or(r.Version, "unknown"))
+			}
+		}
 		if ob.Pending > 0 && ob.RelaysActive == 0 {
 			fmt.Fprintln(w, "  no relay is active: start 'baton relay' or 'baton daemon --relay-sink'")
 		}
@@ -143,6 +162,9 @@ func printStatus(env *Env, o *web.Overview) error {
 		}
 	case o.OutboxError != "":
 		fmt.Fprintf(w, "\noutbox: could not be read: %s\n", o.OutboxError)
+	}
+	if v := fleetVersions(o); len(v) > 1 {
+		fmt.Fprintf(w, "\nmixed versions: %s\n", strings.Join(v, "; "))
 	}
 	var held []baton.Lease
 	for _, l := range o.Leases {
@@ -165,4 +187,45 @@ func printStatus(env *Env, o *web.Overview) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", l.Job, l.Token, holder, stamp(l.Holder.AcquiredAt), stamp(l.Holder.Until))
 	}
 	return tw.Flush()
+}
+
+// fleetVersions lists the versions the running daemons and active relays
+// run, each with who runs it, in order of first appearance.
+func fleetVersions(o *web.Overview) []string {
+	var order []string
+	count := map[string][2]int{} // daemons, relays
+	add := func(v string, i int) {
+		v = cmp.Or(v, "unknown")
+		c, ok := count[v]
+		if !ok {
+			order = append(order, v)
+		}
+		c[i]++
+		count[v] = c
+	}
+	for _, d := range o.Daemons {
+		add(d.Version, 0)
+	}
+	if o.Outbox != nil {
+		for _, r := range o.Outbox.Relays {
+			if r.Active {
+				add(r.Version, 1)
+			}
+		}
+	}
+	var out []string
+	for _, v := range order {
+		var who []string
+		for i, noun := range []string{"daemon", "relay"} {
+			switch n := count[v][i]; n {
+			case 0:
+			case 1:
+				who = append(who, "1 "+noun)
+			default:
+				who = append(who, fmt.Sprintf("%d %ss", n, noun))
+			}
+		}
+		out = append(out, v+" ("+strings.Join(who, ", ")+")")
+	}
+	return out
 }

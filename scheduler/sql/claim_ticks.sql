@@ -1,13 +1,17 @@
 -- Take open ticks nobody holds: triggered and backfilled ticks, retries
 -- whose backoff is over, and ticks of a daemon that stopped renewing its
--- claims (it died, or lost the store).
+-- claims (it died, or lost the store). Not the ticks of a job whose
+-- definition needs a higher feature level than the claiming daemon's ($4).
 update @schema@.ticks
 set claimed_by = $1, claim_until = @after($2)@
 where (job, tick_at) in (
-  select job, tick_at from @schema@.ticks
-  where state <> 'done' and claim_until <= @now@
-    and (not_before is null or not_before <= @now@)
-  order by tick_at
+  select t.job, t.tick_at from @schema@.ticks t
+  where t.state <> 'done' and t.claim_until <= @now@
+    and (t.not_before is null or t.not_before <= @now@)
+    and not exists (
+      select 1 from @schema@.jobs j
+      where j.name = t.job and j.min_level > $4 and j.min_level_version = j.version)
+  order by t.tick_at
   limit $3
   @skip_locked@)
 returning job, tick_at, version, kind, state, attempts, run_id, claimed_by

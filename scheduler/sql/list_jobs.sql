@@ -6,7 +6,8 @@ select j.name, j.version, j.definition, j.next_tick_at, j.paused, j.paused_note,
        (select t.tick_at from @schema@.ticks t
          where t.job = j.name and t.state = 'done' order by t.tick_at desc limit 1),
        (select max(t.ended_at) from @schema@.ticks t
-         where t.job = j.name and t.outcome = 'succeeded')
+         where t.job = j.name and t.outcome = 'succeeded'),
+       case when j.min_level_version = j.version then j.min_level else 0 end
 from @schema@.jobs j
 where j.removed_at is null
 order by j.name

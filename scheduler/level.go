@@ -1,0 +1,101 @@
+package scheduler
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/batonhq/baton"
+)
+
+// FeatureLevel is the level of job semantics this package implements: what
+// a definition means when a daemon runs it (which exit codes are retried,
+// what an overlap or catch-up policy does, …). Raise it, and add a row to
+// features, whenever a release changes what some definition means or adds
+// a setting that older daemons would ignore or read differently. Then a
+// job that uses it is written with the new level, and older daemons leave
+// it alone rather than run it their way (docs/UPGRADE.md).
+//
+// Levels are integers, not release versions: a daemon compares two numbers
+// in its claim query, and nothing has to parse a version string.
+//
+// Level 1 is the first level: everything a job file can say today. Binaries
+// that predate the gate (before migration 0010) do not read the level at
+// all: they are level 0, and run every job.
+const FeatureLevel = 1
+
+// feature is a part of job semantics and the level that brought it.
+type feature struct {
+	level int
+	what  string
+	uses  func(baton.Job) bool
+}
+
+// features maps what a definition uses to the lowest level that runs it as
+// it means. Every job needs level 1: the gate started there, so there is
+// nothing to tell apart below it. A new row looks like
+//
+//	{2, "exit 79 means …", func(j baton.Job) bool { return j.Retries.Count > 0 }},
+var features = []feature{
+	{1, "job semantics of the first gated release (exit 78 ends a tick unknown and is never retried)", func(baton.Job) bool { return true }},
+}
+
+// Needs returns the lowest feature level that runs j as it means, and the
+// features that need it.
+func Needs(j baton.Job) (int, []string) {
+	level, why := 0, []string(nil)
+	for _, f := range features {
+		switch {
+		case !f.uses(j) || f.level < level:
+		case f.level > level:
+			level, why = f.level, []string{f.what}
+		default:
+			why = append(why, f.what)
+		}
+	}
+	return level, why
+}
+
+// needs is the level a daemon at level own writes for j: what j needs, but
+// never more than the daemon knows of (a release does not know the levels
+// of later ones; a daemon that plays an older one, in tests, acts the same).
+func needs(j baton.Job, own int) int {
+	n, _ := Needs(j)
+	return min(n, own)
+}
+
+// LevelNote says which of the running daemons leave a job that needs level
+// need alone; "" when each of them can run it.
+func LevelNote(need int, daemons []DaemonInfo) string {
+	var below []string
+	able := 0
+	for _, d := range daemons {
+		if d.FeatureLevel >= need {
+			able++
+			continue
+		}
+		below = append(below, fmt.Sprintf("%s (%s) has %d", d.Host, d.ID, d.FeatureLevel))
+	}
+	switch {
+	case len(below) == 0:
+		return ""
+	case able == 0:
+		return fmt.Sprintf("needs feature level %d; no running daemon has it (%s): its ticks wait for a daemon of level %d or later",
+			need, strings.Join(below, ", "), need)
+	}
+	return fmt.Sprintf("needs feature level %d; %s and leave%s it to the %d daemon%s that can run it",
+		need, strings.Join(below, ", "), plural(len(below), "s", ""), able, plural(able, "", "s"))
+}
+
+// gateNote is what a daemon at level own logs of a job that needs level
+// need.
+func gateNote(need, own int) string {
+	return fmt.Sprintf("needs feature level %d; this daemon has %d: it leaves the job's ticks to daemons of level %d or later (upgrade this daemon; see docs/UPGRADE.md)",
+		need, own, need)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
