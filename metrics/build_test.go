@@ -25,7 +25,7 @@ func TestBuildAndSchemaVersion(t *testing.T) {
 		})
 		expectExactly(t, fams, "baton_daemon_feature_level", map[string]float64{"": 3})
 		schema, err := e.store.SchemaVersion(context.Background())
-		if err != nil || schema < 6 {
+		if err != nil || schema < 5 {
 			t.Fatalf("schema version %d, %v", schema, err)
 		}
 		expectExactly(t, fams, "baton_schema_version", map[string]float64{"": float64(schema)})
