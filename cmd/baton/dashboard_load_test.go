@@ -79,7 +79,27 @@ func TestDashboardLoadLeavesTicksAlone(t *testing.T) {
 	h := startHammer(base, clients)
 	loadFrom := time.Now().Truncate(time.Second).Add(time.Second)
 	loadTo := loadFrom.Add(loaded)
-	time.Sleep(time.Until(loadTo))
+	// Meanwhile, the daemon's connections by pool: the scheduler's and
+	// the HTTP server's, each within its bound.
+	most := map[string]int{}
+	for time.Now().Before(loadTo) {
+		rows, err := conn.Query(ctx, `select application_name, count(*) from pg_stat_activity
+			where datname = current_database() and application_name like 'baton/daemon%' group by 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var app string
+			var n int
+			if err := rows.Scan(&app, &n); err != nil {
+				t.Fatal(err)
+			}
+			app, _, _ = strings.Cut(strings.TrimPrefix(app, "baton/"), "/")
+			most[app] = max(most[app], n)
+		}
+		rows.Close()
+		time.Sleep(100 * time.Millisecond)
+	}
 	h.stop()
 
 	q := waitTicksEnded(t, conn, quietFrom, quietTo, jobs, every)
@@ -91,6 +111,10 @@ func TestDashboardLoadLeavesTicksAlone(t *testing.T) {
 		t.Errorf("daemon: exit %d", code)
 	}
 
+	t.Logf("connections at most under load: %v", most)
+	if most["daemon"] > 4 || most["daemon-http"] > 2 || most["daemon-http"] == 0 {
+		t.Errorf("the daemon held %v connections at most; want at most 4 (--db-max-conns) for the scheduler and 2 (--http-db-max-conns) for the HTTP server, which used some", most)
+	}
 	// The flood really flooded: a test whose requests all failed, or that
 	// sent a handful, shows nothing.
 	if h.ok.Load() < clients {
