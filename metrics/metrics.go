@@ -12,10 +12,12 @@
 package metrics
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -49,11 +51,14 @@ type Metrics struct {
 	scheduleOnce sync.Once
 	schedule     atomic.Pointer[scheduleSource]
 	poolOnce     sync.Once
-	pool         atomic.Pointer[func() PoolStats]
+	poolMu       sync.Mutex
+	pools        []namedPool // never changed in place: WatchPool replaces it
 
 	outbox     outboxMetrics
 	outboxOnce sync.Once
 	outboxSrc  atomic.Pointer[outboxSource]
+
+	shareFor atomic.Int64 // ShareStoreReads's window, a time.Duration
 }
 
 // Bucket bounds, in seconds. Runs last from milliseconds to hours; a start
@@ -134,15 +139,52 @@ func New() *Metrics {
 	return m
 }
 
+// Scrapes bound how /metrics serves a crowd: at most MaxScrapes gather at
+// once, and the others wait their turn for up to ScrapeWait before they
+// are answered 503. The store is read one scrape at a time whatever these
+// say (and once per ShareStoreReads window).
+const (
+	MaxScrapes = 4
+	ScrapeWait = 10 * time.Second
+)
+
 // Handler serves the registry in Prometheus's exposition formats. A
 // collector that fails (none of baton's do: the store's says so in
 // baton_schedule_up) does not hide the others.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		Registry:            m.reg, // promhttp_metric_handler_errors_total
-		MaxRequestsInFlight: 4,
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      m.reg, // promhttp_metric_handler_errors_total
 	})
+	// promhttp's own MaxRequestsInFlight answers 503 at once to the
+	// scrape after the last slot, which a burst of scrapers (or a
+	// dashboard left open in many tabs) turns into a stream of errors;
+	// waiting a moment costs a parked goroutine.
+	slots := make(chan struct{}, MaxScrapes)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := time.NewTimer(ScrapeWait)
+		defer wait.Stop()
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+			h.ServeHTTP(w, r)
+		case <-wait.C:
+			http.Error(w, fmt.Sprintf("too many scrapes at once: %d gathering, more waited %s", MaxScrapes, ScrapeWait), http.StatusServiceUnavailable)
+		case <-r.Context().Done():
+		}
+	})
+}
+
+// ShareStoreReads makes the scrapes within ttl of a store read serve that
+// read (of the schedule, and of the outbox) instead of reading again, so
+// that the store sees one read per ttl however often /metrics is scraped,
+// and in-process metrics stay live. The daemon's --http sets a second.
+// Zero, the default, reads at every scrape.
+func (m *Metrics) ShareStoreReads(ttl time.Duration) { m.shareFor.Store(int64(ttl)) }
+
+// shared says a store read made at is recent enough to serve again.
+func (m *Metrics) shared(at time.Time) bool {
+	return !at.IsZero() && time.Since(at) < time.Duration(m.shareFor.Load())
 }
 
 // Registry is where the metrics are, for a caller that adds its own.

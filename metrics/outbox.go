@@ -82,19 +82,23 @@ var (
 		nil, nil)
 )
 
-// outboxSource is the store WatchOutbox reads, and the lock that keeps
-// concurrent scrapes from querying it at once.
+// outboxSource is the store WatchOutbox reads, the lock that keeps
+// concurrent scrapes from querying it at once, and the last read, which
+// scrapes within ShareStoreReads's window serve again.
 type outboxSource struct {
 	store *outbox.Store
 	mu    sync.Mutex
+	at    time.Time // of the last read; zero: none yet
+	st    *outbox.Status
+	err   error
 }
 
 // WatchOutbox adds, at each scrape, the outbox's backlog as the store
 // holds it (every relay's, on every host): pending, dead and the oldest
 // pending event's age per topic, and the active relays. One scrape reads
 // the store's clock, the backlog (grouped by topic) and the relays, within
-// ScheduleTimeout, one scrape at a time. Calling it again watches another
-// store instead.
+// ScheduleTimeout, one scrape at a time (and, with ShareStoreReads, one
+// read per window). Calling it again watches another store instead.
 func (m *Metrics) WatchOutbox(s *outbox.Store) {
 	m.outboxSrc.Store(&outboxSource{store: s})
 	m.outboxOnce.Do(func() { m.reg.MustRegister(outboxCollector{m}) })
@@ -112,9 +116,13 @@ func (c outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	src := c.m.outboxSrc.Load()
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
-	defer cancel()
-	st, err := src.store.Status(ctx)
+	if !c.m.shared(src.at) {
+		ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
+		defer cancel()
+		src.at = time.Now()
+		src.st, src.err = src.store.Status(ctx)
+	}
+	st, err := src.st, src.err
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(outboxUpDesc, prometheus.GaugeValue, 0)
 		return

@@ -20,15 +20,15 @@ func TestPoolMetrics(t *testing.T) {
 	const hold = 150 * time.Millisecond
 	check := func(t *testing.T, stat func() metrics.PoolStats, max int, acquire func() (release func())) {
 		m := metrics.New()
-		m.WatchPool(stat)
+		m.WatchPool(metrics.PoolMain, stat)
 		srv := httptest.NewServer(m.Handler())
 		defer srv.Close()
 		read := func() (inUse, idle, waits, waitSeconds float64) {
 			fams := scrape(t, srv.URL)
 			conns := values(t, fams, "baton_db_pool_connections")
-			expectExactly(t, fams, "baton_db_pool_max_connections", map[string]float64{"": float64(max)})
-			return conns["state=in_use"], conns["state=idle"], values(t, fams, "baton_db_pool_waits_total")[""],
-				values(t, fams, "baton_db_pool_wait_seconds_total")[""]
+			expectExactly(t, fams, "baton_db_pool_max_connections", map[string]float64{"pool=main": float64(max)})
+			return conns["pool=main,state=in_use"], conns["pool=main,state=idle"], values(t, fams, "baton_db_pool_waits_total")["pool=main"],
+				values(t, fams, "baton_db_pool_wait_seconds_total")["pool=main"]
 		}
 		// Open every connection first: with pgx, an acquisition that has to
 		// connect counts as a wait too (it found no idle connection).

@@ -91,11 +91,22 @@ func (o schedulerObserver) LeaseRenewed(job string, took time.Duration, err erro
 // ScheduleTimeout bounds the store queries of one scrape.
 const ScheduleTimeout = 5 * time.Second
 
-// scheduleSource is the store WatchSchedule reads, and the lock that keeps
-// concurrent scrapes from querying it at once.
+// scheduleSource is the store WatchSchedule reads, the lock that keeps
+// concurrent scrapes from querying it at once, and the last read, which
+// scrapes within ShareStoreReads's window serve again.
 type scheduleSource struct {
 	store *scheduler.Store
 	mu    sync.Mutex
+	last  scheduleRead
+}
+
+type scheduleRead struct {
+	at     time.Time // zero: none yet
+	took   time.Duration
+	now    time.Time
+	jobs   []baton.DefinedJob
+	schema int
+	err    error
 }
 
 var (
@@ -126,9 +137,9 @@ var (
 // seconds since its last success, whether it is paused, how overdue its
 // next tick is; and the store's schema version. These are fleet-wide (any
 // daemon's runs count) and survive restarts. A scrape runs three queries
-// (the store's clock, the job list, the schema version),
-// bounded by ScheduleTimeout, one scrape at a time. Calling it again
-// watches another store instead.
+// (the store's clock, the job list, the schema version), bounded by
+// ScheduleTimeout, one scrape at a time (and, with ShareStoreReads, one
+// read per window). Calling it again watches another store instead.
 func (m *Metrics) WatchSchedule(s *scheduler.Store) {
 	m.schedule.Store(&scheduleSource{store: s})
 	m.scheduleOnce.Do(func() { m.reg.MustRegister(scheduleCollector{m}) })
@@ -146,19 +157,22 @@ func (c scheduleCollector) Collect(ch chan<- prometheus.Metric) {
 	src := c.m.schedule.Load()
 	src.mu.Lock()
 	defer src.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
-	defer cancel()
-	start := time.Now()
-	now, err := src.store.Now(ctx)
-	var jobs []baton.DefinedJob
-	if err == nil {
-		jobs, err = src.store.Jobs(ctx)
+	if !c.m.shared(src.last.at) {
+		ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
+		defer cancel()
+		r := scheduleRead{at: time.Now()}
+		r.now, r.err = src.store.Now(ctx)
+		if r.err == nil {
+			r.jobs, r.err = src.store.Jobs(ctx)
+		}
+		if r.err == nil {
+			r.schema, r.err = src.store.SchemaVersion(ctx)
+		}
+		r.took = time.Since(r.at)
+		src.last = r
 	}
-	var schema int
-	if err == nil {
-		schema, err = src.store.SchemaVersion(ctx)
-	}
-	ch <- prometheus.MustNewConstMetric(scheduleScrapeDesc, prometheus.GaugeValue, time.Since(start).Seconds())
+	now, jobs, schema, err := src.last.now, src.last.jobs, src.last.schema, src.last.err
+	ch <- prometheus.MustNewConstMetric(scheduleScrapeDesc, prometheus.GaugeValue, src.last.took.Seconds())
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(scheduleUpDesc, prometheus.GaugeValue, 0)
 		return

@@ -85,7 +85,7 @@ func TestSchedulerMetrics(t *testing.T) {
 
 		m := metrics.New()
 		m.WatchSchedule(e.store)
-		m.WatchPool(e.pool)
+		m.WatchPool(metrics.PoolMain, e.pool)
 		srv := httptest.NewServer(m.Handler())
 		defer srv.Close()
 
@@ -307,10 +307,10 @@ func TestSchedulerMetrics(t *testing.T) {
 
 		// The pool and the runtime.
 		pool := values(t, fams, "baton_db_pool_connections")
-		if open := pool["state=in_use"] + pool["state=idle"]; len(pool) != 2 || open > float64(e.maxConn) || open < 1 {
+		if open := pool["pool=main,state=in_use"] + pool["pool=main,state=idle"]; len(pool) != 2 || open > float64(e.maxConn) || open < 1 {
 			t.Errorf("baton_db_pool_connections: %v (max %d; the store was just used, so one at least is open)", pool, e.maxConn)
 		}
-		expectExactly(t, fams, "baton_db_pool_max_connections", map[string]float64{"": float64(e.maxConn)})
+		expectExactly(t, fams, "baton_db_pool_max_connections", map[string]float64{"pool=main": float64(e.maxConn)})
 		for _, name := range []string{"baton_db_pool_waits_total", "baton_db_pool_wait_seconds_total", "go_goroutines", "process_resident_memory_bytes"} {
 			if _, ok := fams[name]; !ok {
 				t.Errorf("no %s in the scrape", name)

@@ -85,6 +85,9 @@ type DB struct {
 	secrets []string // the DSN's passwords, hidden in every error (see passwords)
 	sql     map[string]string
 	log     *slog.Logger
+	// appFromDSN says the DSN named application_name, which then wins
+	// over Config.Application (and Sibling's).
+	appFromDSN bool
 
 	sqlOnce sync.Once
 	sqlDB   *sql.DB
@@ -140,7 +143,8 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	pcfg.MaxConns = cfg.MaxConns
 	pcfg.MinConns = 0
 	pcfg.MaxConnIdleTime = time.Minute
-	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok && cfg.Application != "" {
+	_, appFromDSN := pcfg.ConnConfig.RuntimeParams["application_name"]
+	if !appFromDSN && cfg.Application != "" {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = cfg.Application
 	}
 	for name, value := range SessionDefaults {
@@ -156,7 +160,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if err != nil {
 		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
 	}
-	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN), log: cfg.Log}
+	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN), log: cfg.Log, appFromDSN: appFromDSN}
 	if db.sql, err = loadSQL(cfg.Schema); err != nil {
 		pool.Close()
 		return nil, err
@@ -168,6 +172,25 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// Sibling opens a second pool to db's server and schema, of at most
+// maxConns connections, for a part of the process whose traffic must wait
+// for its own connections and never for the rest's: the HTTP server's
+// dashboard and scrapes beside the scheduler. Its connections are named
+// application, unless the DSN names them. It does not migrate, connects
+// lazily, and is closed by its own Close.
+func (db *DB) Sibling(ctx context.Context, maxConns int32, application string) (*DB, error) {
+	pcfg := db.pool.Config() // a copy
+	pcfg.MaxConns = max(maxConns, 1)
+	if !db.appFromDSN && application != "" {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = application
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, baton.Invalid("db", "%s", redactSecrets(err.Error(), db.secrets))
+	}
+	return &DB{pool: pool, schema: db.schema, dsn: db.dsn, secrets: db.secrets, sql: db.sql, log: db.log, appFromDSN: db.appFromDSN}, nil
 }
 
 // Close closes the pool.

@@ -18,15 +18,18 @@ const recentRuns = 50
 // maxNote bounds a pause note from the form.
 const maxNote = 200
 
+// overviewPage shows the overview that the requests of the last
+// OverviewTTL share, read and rendered once (see shared and prerendered):
+// a flood of requests costs the store one read a second, and the process
+// one rendering.
 func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	o, err := LoadOverview(ctx, s.cfg.Schedule, s.cfg.Leaser, s.cfg.Outbox, true)
+	o, err := s.overview.get(ctx)
 	if err != nil {
 		s.failErr(w, r, err)
 		return
 	}
-	o.OutboxError = s.redact(o.OutboxError)
 	s.render(w, r, http.StatusOK, "overview", o)
 }
 
@@ -151,6 +154,7 @@ func (s *Server) action(do func(ctx context.Context, r *http.Request) (*actionRe
 			s.failErr(w, r, err)
 			return
 		}
+		s.overview.forget() // the page the browser goes back to shows the change
 		s.log.Info("http: action", "action", res.Action, "job", res.Job, "event", res.Event,
 			"remote", r.RemoteAddr, "auth", a.how)
 		if strings.Contains(r.Header.Get("Accept"), "application/json") {

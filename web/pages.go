@@ -102,6 +102,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	var buf bytes.Buffer
 	t := s.pages.byName[name]
+	if pr, ok := data.(*prerendered); ok {
+		t, p.Data = s.pages.byName["prerendered"], template.HTML(bytes.ReplaceAll(pr.content, []byte(csrfSlot), []byte(p.CSRF)))
+	}
 	if t == nil {
 		panic("web: no page " + name)
 	}
@@ -116,6 +119,29 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	if r.Method != http.MethodHead {
 		w.Write(buf.Bytes())
 	}
+}
+
+// prerendered is a page's content rendered once for many requests (the
+// overview's, shared by the requests of a second: at a few hundred
+// kilobytes of timelines it costs far more to render than to read). The
+// CSRF token, each session's own, is rendered as csrfSlot and put in place
+// as each request is served; the layout around it is rendered per request.
+type prerendered struct{ content []byte }
+
+// csrfSlot stands for the CSRF token in prerendered content: random, so
+// that no job's name, command or note can contain it, and of the token's
+// own alphabet, which no escaping changes.
+var csrfSlot = randomToken()
+
+// prerender renders the content of the page called name, for any session.
+func (s *Server) prerender(name string, data any) (*prerendered, error) {
+	var buf bytes.Buffer
+	p := &page{Nav: name, ReadOnly: s.cfg.ReadOnly, Outbox: s.cfg.Outbox != nil, CSRF: csrfSlot, Data: data}
+	if err := s.pages.byName[name].ExecuteTemplate(&buf, "content", p); err != nil {
+		s.log.Error("http: rendering a page", "page", name, "err", s.redact(err.Error()))
+		return nil, baton.Errorf(baton.EINTERNAL, "the page did not render (see the daemon's log)")
+	}
+	return &prerendered{content: buf.Bytes()}, nil
 }
 
 var titles = map[string]string{

@@ -36,6 +36,15 @@ const (
 	// MinTokenLen is the shortest token the server accepts: long enough
 	// that guessing it over the network is hopeless.
 	MinTokenLen = 16
+	// MaxBusy bounds the pages, actions and scrapes served at once; the
+	// requests beyond wait their turn, parked, for up to BusyWait (then
+	// 503, with time left for the answer before WriteTimeout). The
+	// scheduler shares the process: a flood of requests all runnable at
+	// once would queue its goroutines behind theirs for the CPU (a
+	// goroutine woken by its database connection joins the back of the
+	// queue), and delay ticks even with the store's connections apart.
+	MaxBusy  = 4
+	BusyWait = 15 * time.Second
 )
 
 // Config is what the server shows and how it guards it.
@@ -74,7 +83,9 @@ type Server struct {
 	pages    *pages
 	handler  http.Handler
 	draining atomic.Bool
+	busy     chan struct{} // MaxBusy slots
 	hs       *http.Server
+	overview *shared[*prerendered] // the overview page's content, read and rendered once for the requests of a moment
 }
 
 // New checks cfg and builds the server's handler.
@@ -101,12 +112,21 @@ func New(cfg Config) (*Server, error) {
 		sessions: newSessions(cfg.Now),
 		cop:      http.NewCrossOriginProtection(),
 		pages:    pages,
+		busy:     make(chan struct{}, MaxBusy),
 	}
 	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("http: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
 			"remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: actions must come from the dashboard's own pages")
 	}))
+	s.overview = newShared(OverviewTTL, func(ctx context.Context) (*prerendered, error) {
+		o, err := LoadOverview(ctx, cfg.Schedule, cfg.Leaser, cfg.Outbox, true)
+		if err != nil {
+			return nil, err
+		}
+		o.OutboxError = s.redact(o.OutboxError)
+		return s.prerender("overview", o)
+	})
 	s.handler = s.routes()
 	s.hs = s.httpServer()
 	return s, nil
@@ -188,8 +208,27 @@ func (s *Server) routes() http.Handler {
 	private.HandleFunc("POST /jobs/{name}/resume", s.action(s.resume))
 	private.HandleFunc("POST /outbox/{id}/retry", s.action(s.retry))
 	private.HandleFunc("POST /logout", s.logout)
-	mux.Handle("/", s.authenticate(private))
+	mux.Handle("/", s.authenticate(s.inTurn(private)))
 	return s.secure(s.cop.Handler(mux))
+}
+
+// inTurn serves at most MaxBusy requests at once. The others wait, parked
+// rather than runnable, until a slot is free, their client goes away, or
+// BusyWait passes (503).
+func (s *Server) inTurn(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := time.NewTimer(BusyWait)
+		defer wait.Stop()
+		select {
+		case s.busy <- struct{}{}:
+			defer func() { <-s.busy }()
+			next.ServeHTTP(w, r)
+		case <-wait.C:
+			w.Header().Set("Retry-After", "1")
+			s.fail(w, r, http.StatusServiceUnavailable, fmt.Sprintf("busy: %d requests are being served and this one waited %s for its turn", MaxBusy, BusyWait))
+		case <-r.Context().Done():
+		}
+	})
 }
 
 // csp allows the page's own inline style (by its hash), no scripts, no

@@ -66,6 +66,10 @@ jobs, runs, leases and the outbox with trigger, pause and resume buttons
 (see docs/DASHBOARD.md). It binds loopback addresses without a token; any
 other address needs --http-token-file (or --http-token), and then every
 request but the probes needs the token. --read-only removes the buttons.
+The server reads the store through a pool of its own (--http-db-max-conns,
+default 2), so dashboard and scrape traffic never waits for the scheduler's
+connections: on PostgreSQL the daemon holds up to --db-max-conns plus
+--http-db-max-conns connections, and one more for the relay's LISTEN.
 
 Exit status: 0 drained; 64 usage error, invalid job file, or an --http
 address that is not loopback without a token, or cannot be bound; 69 store

@@ -125,6 +125,7 @@ func TestDaemonHTTPFlags(t *testing.T) {
 		{[]string{"--http", "0.0.0.0:0", "--http-token-file", "/nonexistent/token"}, "--http-token-file"},
 		{[]string{"--http", "0.0.0.0:0", "--http-token-file", good, "--http-token", "0123456789abcdef0123"}, "not both"},
 		{[]string{"--http", "8080"}, "--http"},
+		{[]string{"--http", "127.0.0.1:0", "--http-db-max-conns", "0"}, "--http-db-max-conns: must be in 1.."},
 		{[]string{"--read-only"}, "--read-only: needs --http"},
 		{[]string{"--http-token-file", good}, "--http-token-file: needs --http"},
 		{[]string{"--http", busy.Addr().String()}, "address already in use"},
