@@ -37,8 +37,8 @@ Every command that opens the store checks, as this one does:
   - a schema newer than this baton (it has migrations this baton does not
     know) is refused, exit 69, naming both versions, unless the schema
     records that it stays compatible with this baton ("compatible down to"
-    a version this baton knows). baton status, jobs, runs and leases still
-    read it.
+    a version this baton knows). baton status, jobs, runs, leases, outbox status
+    and outbox dead still read it.
   - a migration recorded with another sha256 than this baton's file is
     refused, exit 69, naming the migration and how to record this baton's
     checksum once you have checked the schema. Migrations recorded without a

@@ -143,9 +143,9 @@ jobs:
 				}
 			}
 		}
-		for _, args := range [][]string{{"status"}, {"jobs"}, {"runs"}, {"leases"}} {
+		for _, args := range [][]string{{"status"}, {"jobs"}, {"runs"}, {"leases"}, {"outbox", "status"}, {"outbox", "dead"}} {
 			if r := s.run(t, args...); r.code != 0 {
-				t.Errorf("baton %s (read-only) on a newer schema: exit %d, want 0\n%s", args[0], r.code, r.stderr)
+				t.Errorf("baton %s (read-only) on a newer schema: exit %d, want 0\n%s", strings.Join(args, " "), r.code, r.stderr)
 			}
 		}
 

@@ -115,7 +115,9 @@ func (c *OutboxCommand) Run(ctx context.Context, args []string) error {
 	if err := c.check(what, rest); err != nil {
 		return err
 	}
-	st, err := c.store.openSchedule(ctx, c.env, "outbox")
+	// status and dead only read: like baton status, they may read a schema
+	// newer than this baton knows (readOnlyCommands).
+	st, err := c.store.openSchedule(ctx, c.env, "outbox "+what)
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ type storeFlags struct {
 // readOnlyCommands only read the store: they may read a schema that baton
 // refuses to run on (newer than it knows and not compatible with it, or
 // built from other migration files), which the others refuse, exit 69.
-var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true}
+var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
 func (f *storeFlags) register(fs *flagSet) {
 	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")

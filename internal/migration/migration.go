@@ -228,7 +228,7 @@ type Refusal struct {
 func (r *Refusal) Error() string { return r.Detail }
 
 // ReadOnlyCommands is said to the user of a refused schema.
-const ReadOnlyCommands = "baton status, jobs, runs and leases still read it"
+const ReadOnlyCommands = "baton status, jobs, runs, leases, outbox status and outbox dead still read it"
 
 // Check returns a *Refusal when the binary must not write to the schema
 // (or run on it), nil when it may. fix says how to record this binary's
