@@ -47,6 +47,35 @@ sleep "$1"
 echo "end $BATON_JOB $BATON_TICK $BATON_FENCING_TOKEN $(cut -d' ' -f1 /proc/uptime) $$" >> "$FLEET_LOG"
 `
 
+// fleetJobs writes a job file of one job per entry of works, chaos-0,
+// chaos-1, …, each every second running fleetJobScript for that many
+// seconds with a 2 s TTL and one retry, and returns it with the path of the
+// starts log the commands write.
+func fleetJobs(t *testing.T, works []string) (config, logPath string) {
+	t.Helper()
+	dir := t.TempDir()
+	logPath, locks, script := filepath.Join(dir, "starts"), filepath.Join(dir, "locks"), filepath.Join(dir, "job.sh")
+	if err := os.Mkdir(locks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(fleetJobScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	b.WriteString("jobs:\n")
+	for i, w := range works {
+		fmt.Fprintf(&b, `  - name: chaos-%d
+    schedule: "* * * * * *"
+    command: sh %s %s
+    ttl: 2s
+    kill_after: 300ms
+    retries: {count: 1, backoff: 100ms}
+    env: {FLEET_LOG: %s, FLEET_LOCKS: %s}
+`, i, script, w, logPath, locks)
+	}
+	return writeJobFile(t, b.String()), logPath
+}
+
 // fleetStart is one command's start as it recorded it.
 type fleetStart struct {
 	overlap bool // its flock was refused: another run of the job was alive
@@ -67,32 +96,12 @@ type fleetFigures struct {
 func TestFleetChaos(t *testing.T) {
 	t.Parallel()
 	s := pgStore(t)
-	dir := t.TempDir()
-	logPath, locks, script := filepath.Join(dir, "starts"), filepath.Join(dir, "locks"), filepath.Join(dir, "job.sh")
-	if err := os.Mkdir(locks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, []byte(fleetJobScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// Short runs, runs about a second long, and a run longer than its TTL
 	// (a frozen supervisor must not let it outlive its lease). A run lost
 	// with its daemon is retried, by a survivor or by the daemon itself
 	// once it thaws, but only while no later tick has started.
 	works := []string{"0.2", "0.7", "1.5", "4"}
-	var b strings.Builder
-	b.WriteString("jobs:\n")
-	for i, w := range works {
-		fmt.Fprintf(&b, `  - name: chaos-%d
-    schedule: "* * * * * *"
-    command: sh %s %s
-    ttl: 2s
-    kill_after: 300ms
-    retries: {count: 1, backoff: 100ms}
-    env: {FLEET_LOG: %s, FLEET_LOCKS: %s}
-`, i, script, w, logPath, locks)
-	}
-	config := writeJobFile(t, b.String())
+	config, logPath := fleetJobs(t, works)
 
 	n := 0
 	spawn := func() *daemonProc { n++; return s.startDaemon(t, fmt.Sprintf("d%d", n), config) }

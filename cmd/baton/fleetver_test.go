@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -139,28 +138,13 @@ func newestMigration(t *testing.T, s store) int {
 	return atoi(t, strings.TrimLeft(num, "0"))
 }
 
-// oldBaton is baton built as another release (main.Version), for a mixed
-// fleet; built once.
-var (
-	oldOnce sync.Once
-	oldBin  string
-	oldErr  error
-)
+var otherRelease = extraBinary{build: func(path string) error {
+	return goBuild(".", path, "-ldflags", "-X main.Version=v0.0.1-old")
+}}
 
-func oldBaton(t *testing.T) string {
-	t.Helper()
-	oldOnce.Do(func() {
-		oldBin = filepath.Join(filepath.Dir(batonBin), "baton-old")
-		out, err := exec.Command("go", "build", "-ldflags", "-X main.Version=v0.0.1-old", "-o", oldBin, ".").CombinedOutput()
-		if err != nil {
-			oldErr = fmt.Errorf("building baton as v0.0.1-old: %v\n%s", err, out)
-		}
-	})
-	if oldErr != nil {
-		t.Fatal(oldErr)
-	}
-	return oldBin
-}
+// oldBaton is baton built as another release (main.Version), for a mixed
+// fleet.
+func oldBaton(t *testing.T) string { return otherRelease.get(t, "baton-old") }
 
 // Each daemon and relay records the baton it runs, and status, the
 // dashboard and /metrics show them with the schema version; status points

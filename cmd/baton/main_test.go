@@ -52,28 +52,42 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m)
 }
 
-var (
-	plainOnce sync.Once
-	plainBin  string
-	plainErr  error
-)
-
-// plainBaton is baton built without the race detector, next to batonBin,
-// for tests whose child processes must start quickly (built once).
-func plainBaton(t *testing.T) string {
-	t.Helper()
-	plainOnce.Do(func() {
-		plainBin = filepath.Join(filepath.Dir(batonBin), "baton-plain")
-		out, err := exec.Command("go", "build", "-o", plainBin, ".").CombinedOutput()
-		if err != nil {
-			plainErr = fmt.Errorf("building baton without -race: %v\n%s", err, out)
-		}
-	})
-	if plainErr != nil {
-		t.Fatal(plainErr)
-	}
-	return plainBin
+// extraBinary is a baton built once per test binary beside batonBin, for
+// tests that need another build than the race-built one under test.
+type extraBinary struct {
+	once  sync.Once
+	path  string
+	err   error
+	build func(path string) error // builds the binary at path
 }
+
+func (b *extraBinary) get(t *testing.T, name string) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(batonBin), name)
+		b.err = b.build(b.path)
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// goBuild builds the package in dir (cmd/baton when ".") at path.
+func goBuild(dir, path string, flags ...string) error {
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", path, ".")...)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s in %s: %v\n%s", strings.Join(flags, " "), dir, err, out)
+	}
+	return nil
+}
+
+var plain = extraBinary{build: func(path string) error { return goBuild(".", path) }}
+
+// plainBaton is baton built without the race detector, for tests whose
+// child processes must start quickly.
+func plainBaton(t *testing.T) string { return plain.get(t, "baton-plain") }
 
 // store is where a test's leases live: a fresh lock directory, or a fresh
 // PostgreSQL database.

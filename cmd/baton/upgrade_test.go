@@ -15,51 +15,43 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
 
-var (
-	previousOnce sync.Once
-	previousBin  string
-	previousErr  error
-)
-
-// previousRelease builds baton at the commit .ci/previous-release names,
-// without the race detector, once per test binary. It needs the
-// repository's history: a clone, not a tarball.
-func previousRelease(t *testing.T) (bin, commit string) {
-	t.Helper()
+// previousReleaseCommit is the commit .ci/previous-release names.
+func previousReleaseCommit() (string, error) {
 	b, err := os.ReadFile("../../.ci/previous-release")
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
+	commit := ""
 	for _, line := range strings.Split(string(b), "\n") {
 		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
 			commit = line
 		}
 	}
-	previousOnce.Do(func() {
-		src := filepath.Join(filepath.Dir(batonBin), "previous-src")
-		previousBin = filepath.Join(filepath.Dir(batonBin), "baton-previous")
-		archive := exec.Command("sh", "-c", `mkdir -p "$2" && git -C ../.. archive "$1" | tar -x -C "$2"`, "sh", commit, src)
-		if out, err := archive.CombinedOutput(); err != nil {
-			previousErr = fmt.Errorf("extracting the previous release %s (the repository's history is needed: "+
-				"run the tests in a git clone): %v\n%s", commit, err, out)
-			return
-		}
-		build := exec.Command("go", "build", "-o", previousBin, "./cmd/baton")
-		build.Dir = src
-		if out, err := build.CombinedOutput(); err != nil {
-			previousErr = fmt.Errorf("building the previous release %s: %v\n%s", commit, err, out)
-		}
-	})
-	if previousErr != nil {
-		t.Fatal(previousErr)
+	if commit == "" {
+		return "", fmt.Errorf("../../.ci/previous-release names no commit")
 	}
-	return previousBin, commit
+	return commit, nil
 }
+
+// previous is baton built at the previous release point, without the race
+// detector. It needs the repository's history: a clone, not a tarball.
+var previous = extraBinary{build: func(path string) error {
+	commit, err := previousReleaseCommit()
+	if err != nil {
+		return err
+	}
+	src := path + "-src"
+	archive := exec.Command("sh", "-c", `mkdir -p "$2" && git -C ../.. archive "$1" | tar -x -C "$2"`, "sh", commit, src)
+	if out, err := archive.CombinedOutput(); err != nil {
+		return fmt.Errorf("extracting the previous release %s (the repository's history is needed: "+
+			"run the tests in a git clone): %v\n%s", commit, err, out)
+	}
+	return goBuild(filepath.Join(src, "cmd", "baton"), path)
+}}
 
 // daemonID is the ID a daemon logged at its start.
 func (d *daemonProc) daemonID(t *testing.T) string {
@@ -82,32 +74,13 @@ func (d *daemonProc) daemonID(t *testing.T) string {
 
 func TestMixedFleetUpgrade(t *testing.T) {
 	t.Parallel()
-	oldBin, commit := previousRelease(t)
+	oldBin := previous.get(t, "baton-previous")
+	commit, _ := previousReleaseCommit()
 	s := pgStore(t)
 	old := s
 	old.bin = oldBin
-	dir := t.TempDir()
-	logPath, locks, script := filepath.Join(dir, "starts"), filepath.Join(dir, "locks"), filepath.Join(dir, "job.sh")
-	if err := os.Mkdir(locks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, []byte(fleetJobScript), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	works := []string{"0.2", "0.7", "1.5"}
-	var b strings.Builder
-	b.WriteString("jobs:\n")
-	for i, w := range works {
-		fmt.Fprintf(&b, `  - name: chaos-%d
-    schedule: "* * * * * *"
-    command: sh %s %s
-    ttl: 2s
-    kill_after: 300ms
-    retries: {count: 1, backoff: 100ms}
-    env: {FLEET_LOG: %s, FLEET_LOCKS: %s}
-`, i, script, w, logPath, locks)
-	}
-	config := writeJobFile(t, b.String())
+	config, logPath := fleetJobs(t, works)
 
 	// ran counts the ended ticks whose attempts were made by daemon id.
 	ran := func(id string) int {
