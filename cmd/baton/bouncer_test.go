@@ -128,12 +128,16 @@ func TestBouncerRun(t *testing.T) {
 		t.Fatalf("first run: exit %d, token %q, stderr %s; want exit 0, token 1", r.code, r.stdout, r.stderr)
 	}
 
-	ready, ran := filepath.Join(dir, "ready"), filepath.Join(dir, "ran")
-	hold, holdOut := s.start(t, "run", "job", "--", "sh", "-c", "echo $BATON_FENCING_TOKEN > "+ready+"; sleep 2")
+	// The holder runs until the overlapping run has been refused: on a busy
+	// machine a run can take seconds to start, longer than any fixed sleep.
+	ready, ran, release := filepath.Join(dir, "ready"), filepath.Join(dir, "ran"), filepath.Join(dir, "release")
+	hold, holdOut := s.start(t, "run", "job", "--", "sh", "-c",
+		"echo $BATON_FENCING_TOKEN > "+ready+"; while [ ! -e "+release+" ]; do sleep 0.05; done")
 	if tok := waitFile(t, ready, 20*time.Second); tok != "2" {
 		t.Fatalf("holder's token %q, want 2", tok)
 	}
 	r = s.run(t, "run", "job", "--", "sh", "-c", "touch "+ran)
+	os.WriteFile(release, nil, 0o644)
 	if r.code != 75 || !strings.Contains(r.stderr, "token 2") {
 		t.Fatalf("overlapping run: exit %d, stderr %q; want 75 naming the holder's token 2", r.code, r.stderr)
 	}

@@ -161,7 +161,7 @@ func TestMaxRun(t *testing.T) {
 	}
 	// Busy and bad-input runs are reported too.
 	ready := filepath.Join(dir, "ready")
-	hold, _ := s.start(t, "run", "job", "--", "sh", "-c", "echo > "+ready+"; sleep 5")
+	hold, _ := s.start(t, "run", "job", "--", "sh", "-c", "echo > "+ready+"; sleep 600")
 	waitFile(t, ready, 10*time.Second)
 	if r = s.run(t, "run", "--json-result", resultFile, "job", "--", "true"); r.code != 75 {
 		t.Fatalf("run beside a holder: exit %d", r.code)
