@@ -28,9 +28,11 @@ const dashboardJobs = `
 jobs:
   - name: ok-job
     schedule: "* * * * * *"
+    overlap: {allow: 5}
     command: echo "report written"
   - name: bad-job
     schedule: "* * * * * *"
+    overlap: {allow: 5}
     command: echo "upstream said 502" >&2; exit 3
   - name: manual-job
     schedule: "0 0 1 1 *"
@@ -180,42 +182,15 @@ func TestStatus(t *testing.T) {
 	}
 
 	s.run(t, "pause", "--note", "vendor outage", "bad-job")
-	r = s.run(t, "status", "--json")
-	var o struct {
-		Summary struct{ Jobs, Paused, Failing, Overdue, Daemons int }
-		Jobs    []struct {
-			Name        string        `json:"name"`
-			LastOutcome baton.Outcome `json:"last_outcome"`
-			Overdue     bool          `json:"overdue"`
-			Paused      bool          `json:"paused"`
-			PausedNote  string        `json:"paused_note"`
-			Interval    string        `json:"expected_interval"`
-			SuccessAge  string        `json:"last_success_age"`
+	// Read until a snapshot shows each job's last run, as above.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		problems = statusJSONProblems(t, s)
+		if len(problems) == 0 || time.Now().After(deadline) {
+			break
 		}
-		Daemons []struct{ ID string }
-		Leases  []baton.Lease
-		Outbox  *struct{ Pending, Dead int }
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 {
-		t.Fatalf("status --json: exit %d, %v\n%s", r.code, err, r.stdout)
-	}
-	if o.Outbox == nil {
-		t.Errorf("status --json has no outbox:\n%s", r.stdout)
-	}
-	if o.Summary.Jobs != 3 || o.Summary.Paused != 1 || o.Summary.Failing != 1 || o.Summary.Overdue != 0 || o.Summary.Daemons != 1 || len(o.Daemons) != 1 {
-		t.Errorf("summary %+v", o.Summary)
-	}
-	for _, j := range o.Jobs {
-		switch j.Name {
-		case "ok-job":
-			if j.LastOutcome != baton.OutcomeSucceeded || j.Interval != "1s" || j.SuccessAge == "" || j.Paused {
-				t.Errorf("ok-job: %+v", j)
-			}
-		case "bad-job":
-			if j.LastOutcome != baton.OutcomeFailed || !j.Paused || j.PausedNote != "vendor outage" || j.Overdue {
-				t.Errorf("bad-job (paused, so not overdue): %+v", j)
-			}
-		}
+	for _, p := range problems {
+		t.Error(p)
 	}
 	if code := d.stop(t); code != 0 {
 		t.Errorf("daemon: exit %d", code)
@@ -376,6 +351,50 @@ func statusProblems(stdout string) []string {
 	}
 	if !strings.Contains(stdout, "\noutbox: 0 pending, 0 dead, 0 relays active\n") {
 		problems = append(problems, "no outbox line:\n"+stdout)
+	}
+	return problems
+}
+
+// statusJSONProblems is what TestStatus finds wrong in status --json once
+// bad-job is paused.
+func statusJSONProblems(t *testing.T, s store) []string {
+	var problems []string
+	r := s.run(t, "status", "--json")
+	var o struct {
+		Summary struct{ Jobs, Paused, Failing, Overdue, Daemons int }
+		Jobs    []struct {
+			Name        string        `json:"name"`
+			LastOutcome baton.Outcome `json:"last_outcome"`
+			Overdue     bool          `json:"overdue"`
+			Paused      bool          `json:"paused"`
+			PausedNote  string        `json:"paused_note"`
+			Interval    string        `json:"expected_interval"`
+			SuccessAge  string        `json:"last_success_age"`
+		}
+		Daemons []struct{ ID string }
+		Leases  []baton.Lease
+		Outbox  *struct{ Pending, Dead int }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 {
+		return []string{fmt.Sprintf("status --json: exit %d, %v\n%s", r.code, err, r.stdout)}
+	}
+	if o.Outbox == nil {
+		problems = append(problems, fmt.Sprintf("status --json has no outbox:\n%s", r.stdout))
+	}
+	if o.Summary.Jobs != 3 || o.Summary.Paused != 1 || o.Summary.Failing != 1 || o.Summary.Overdue != 0 || o.Summary.Daemons != 1 || len(o.Daemons) != 1 {
+		problems = append(problems, fmt.Sprintf("summary %+v", o.Summary))
+	}
+	for _, j := range o.Jobs {
+		switch j.Name {
+		case "ok-job":
+			if j.LastOutcome != baton.OutcomeSucceeded || j.Interval != "1s" || j.SuccessAge == "" || j.Paused {
+				problems = append(problems, fmt.Sprintf("ok-job: %+v", j))
+			}
+		case "bad-job":
+			if j.LastOutcome != baton.OutcomeFailed || !j.Paused || j.PausedNote != "vendor outage" || j.Overdue {
+				problems = append(problems, fmt.Sprintf("bad-job (paused, so not overdue): %+v", j))
+			}
+		}
 	}
 	return problems
 }

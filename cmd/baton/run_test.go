@@ -88,10 +88,19 @@ func TestRunRenewsLongCommand(t *testing.T) {
 		ready := filepath.Join(dir, "ready")
 		finished := filepath.Join(dir, "finished")
 		overlap := filepath.Join(dir, "overlap")
-		long, out := s.start(t, "run", "--ttl", "1s", "job", "--", "sh", "-c", "echo > "+ready+"; sleep 3; echo > "+finished)
+		release := filepath.Join(dir, "release")
+		// The long command runs until the test has tried at least five
+		// times to run beside it and at least three TTLs have passed: on a
+		// busy machine a try can take most of a second.
+		long, out := s.start(t, "run", "--ttl", "1s", "job", "--", "sh", "-c",
+			"echo > "+ready+"; while [ ! -e "+release+" ]; do sleep 0.05; done; echo > "+finished)
 		waitFile(t, ready, 10*time.Second)
+		started := time.Now()
 		tries := 0
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); tries++ {
+		for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); tries++ {
+			if tries >= 5 && time.Since(started) >= 3*time.Second {
+				os.WriteFile(release, nil, 0o644)
+			}
 			// Runs only once the first command has finished, or else it
 			// leaves proof of an overlap.
 			r := s.run(t, "run", "--ttl", "1s", "job", "--", "sh", "-c", "test -e "+finished+" || touch "+overlap)
