@@ -1,0 +1,262 @@
+package pgtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton/internal/testproc"
+	"github.com/jackc/pgx/v5"
+)
+
+// Pair is a primary and a streaming standby made from it with
+// pg_basebackup -R, each on its own loopback port, for failover tests. Unlike
+// the package's shared cluster, a pair belongs to one test: it is started by
+// NewPair and thrown away when the test ends, whatever state it was left in.
+//
+// Replication is asynchronous, as in most deployments. To lose commits the
+// way a failover does, stop the standby (StopStandby), commit on the primary,
+// kill the primary (KillPrimary) and promote the standby (Promote): what the
+// primary committed while the standby was down is gone.
+type Pair struct {
+	t       testing.TB
+	Primary *Server
+	Standby *Server
+}
+
+// Server is one member of a Pair.
+type Server struct {
+	c    *cluster
+	name string
+}
+
+// NewPair starts a primary, creates the database "baton" on it, and starts a
+// standby streaming from it. Both are stopped and removed when t ends.
+func NewPair(t testing.TB) *Pair {
+	t.Helper()
+	bin, err := findBin()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	p := &Pair{t: t}
+	primary := &cluster{owned: true, bin: bin}
+	p.Primary = &Server{c: primary, name: "primary"}
+	t.Cleanup(func() { p.Primary.discard() })
+	if err := primary.init(); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := primary.startFresh(); err != nil {
+		t.Fatalf("%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	if err := primary.exec(ctx, "create database baton"); err != nil {
+		t.Fatalf("pgtest: create database baton: %v", err)
+	}
+
+	standby := &cluster{owned: true, bin: bin}
+	p.Standby = &Server{c: standby, name: "standby"}
+	t.Cleanup(func() { p.Standby.discard() })
+	if err := standby.basebackup(primary); err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := standby.startFresh(); err != nil {
+		t.Fatalf("%v", err)
+	}
+	p.WaitCaughtUp()
+	return p
+}
+
+// basebackup fills c's data directory with a copy of primary, set up to
+// stream from it (-R writes standby.signal and primary_conninfo).
+func (c *cluster) basebackup(primary *cluster) error {
+	var err error
+	if c.cred, err = testproc.PostgresUser("pgtest: pg_basebackup"); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp(tempParent(c.cred != nil), "pgtest-standby-")
+	if err != nil {
+		return fmt.Errorf("pgtest: %v", err)
+	}
+	c.dir = dir
+	c.dataDir = filepath.Join(dir, "data")
+	c.logPath = filepath.Join(dir, "postgres.log")
+	if c.cred != nil {
+		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+			return fmt.Errorf("pgtest: %v", err)
+		}
+	}
+	if c.logFd, err = os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return fmt.Errorf("pgtest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "pg_basebackup"),
+		"-D", c.dataDir, "-R", "-X", "stream", "--no-sync",
+		"-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", superuser,
+		"--checkpoint=fast")
+	c.prepare(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pgtest: pg_basebackup into %s: %v\n%s", c.dataDir, err, out)
+	}
+	return nil
+}
+
+// DSN connects to the server's database "baton" over TCP.
+func (s *Server) DSN() string {
+	return keywordValue(map[string]string{
+		"host":    "127.0.0.1",
+		"port":    strconv.Itoa(s.c.port),
+		"user":    superuser,
+		"dbname":  "baton",
+		"sslmode": "disable",
+	})
+}
+
+// Port is the server's TCP port on 127.0.0.1.
+func (s *Server) Port() int { return s.c.port }
+
+// DSN connects to whichever member is the primary: both hosts, and
+// target_session_attrs=read-write, as a client of an HA cluster would.
+func (p *Pair) DSN() string {
+	return fmt.Sprintf("host=127.0.0.1,127.0.0.1 port=%d,%d user=%s dbname=baton sslmode=disable target_session_attrs=read-write connect_timeout=5",
+		p.Primary.c.port, p.Standby.c.port, superuser)
+}
+
+// Exec runs one statement on the server's database "baton".
+func (s *Server) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", s.name, err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("pgtest: %s: %s: %v", s.name, sql, err)
+	}
+}
+
+// WaitCaughtUp waits until the standby has replayed everything the primary
+// has written so far.
+func (p *Pair) WaitCaughtUp() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.Primary.c.dsn("postgres"))
+	if err != nil {
+		p.t.Fatalf("pgtest: primary: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var target string
+	if err := conn.QueryRow(ctx, "select pg_current_wal_lsn()::text").Scan(&target); err != nil {
+		p.t.Fatalf("pgtest: primary: %v", err)
+	}
+	for {
+		var done bool
+		err := conn.QueryRow(ctx,
+			"select coalesce(bool_or(replay_lsn >= $1::pg_lsn), false) from pg_stat_replication", target).Scan(&done)
+		if err != nil {
+			p.t.Fatalf("pgtest: primary: %v", err)
+		}
+		if done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			p.t.Fatalf("pgtest: the standby did not replay %s within %v\n--- standby log ---\n%s", target, startTimeout, p.Standby.c.logTail())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// StopStandby stops the standby (fast shutdown): from now on, what the
+// primary commits exists only on the primary.
+func (p *Pair) StopStandby() {
+	p.t.Helper()
+	if err := p.Standby.c.stop(syscall.SIGINT); err != nil {
+		p.t.Fatalf("pgtest: stop standby: %v", err)
+	}
+}
+
+// StartStandby starts the stopped standby again on its port. With the
+// primary gone it waits for it, replaying nothing new.
+func (p *Pair) StartStandby() {
+	p.t.Helper()
+	if err := p.Standby.c.start(); err != nil {
+		p.t.Fatalf("pgtest: start standby: %v", err)
+	}
+}
+
+// KillPrimary stops the primary the way pg_ctl stop -m immediate does and
+// leaves it down, as a failed machine would be.
+func (p *Pair) KillPrimary() {
+	p.t.Helper()
+	if err := p.Primary.c.stop(syscall.SIGQUIT); err != nil {
+		p.t.Fatalf("pgtest: kill primary: %v", err)
+	}
+}
+
+// Promote makes the standby a primary (pg_promote, waiting for it): it starts
+// a new timeline.
+func (p *Pair) Promote() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, p.Standby.c.dsn("postgres"))
+	if err != nil {
+		p.t.Fatalf("pgtest: standby: %v", err)
+	}
+	defer conn.Close(context.Background())
+	var ok bool
+	if err := conn.QueryRow(ctx, "select pg_promote(true, 60)").Scan(&ok); err != nil || !ok {
+		p.t.Fatalf("pgtest: promote standby: %v (promoted: %v)\n--- standby log ---\n%s", err, ok, p.Standby.c.logTail())
+	}
+}
+
+// Timeline is the server's current timeline, read from the WAL file name.
+func (s *Server) Timeline(t testing.TB) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.DSN())
+	if err != nil {
+		t.Fatalf("pgtest: %s: %v", s.name, err)
+	}
+	defer conn.Close(context.Background())
+	var name string
+	if err := conn.QueryRow(ctx, "select pg_walfile_name(pg_current_wal_lsn())").Scan(&name); err != nil {
+		t.Fatalf("pgtest: %s: %v", s.name, err)
+	}
+	tl, err := strconv.ParseInt(name[:8], 16, 64)
+	if err != nil {
+		t.Fatalf("pgtest: %s: WAL file name %q: %v", s.name, name, err)
+	}
+	return tl
+}
+
+// Log is the end of the server's log, for failure messages.
+func (s *Server) Log() string { return s.c.logTail() }
+
+// discard stops the server if it runs and removes its directory.
+func (s *Server) discard() {
+	c := s.c
+	if c.server != nil {
+		select {
+		case <-c.exited:
+		default:
+			_ = c.stop(syscall.SIGQUIT)
+		}
+	}
+	if strings.HasPrefix(filepath.Base(c.dir), "pgtest-") {
+		c.removeDir()
+	}
+}
