@@ -78,8 +78,8 @@ this baton must not use (newer, or built from other migration files);
 
 // MigrateCommand is `baton migrate`.
 type MigrateCommand struct {
-	env   *Env
-	store storeFlags
+	env      *Env
+	store    storeFlags
 	json     bool
 	fence    bool
 	newEpoch bool
