@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/idempotency"
 	"github.com/batonhq/baton/internal/leasetest"
 	"github.com/batonhq/baton/internal/pgtest"
@@ -107,4 +108,51 @@ func TestTokensMonotonicAcrossFailover(t *testing.T) {
 		})
 		checkAbove(t, before, after)
 	})
+}
+
+// A zombie that took its token before the failover, in a commit the
+// failover lost, is refused by both fences once a holder of the new
+// primary has written (issue 17).
+func TestZombieTokenLosesAfterFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pair := pgtest.NewPair(t)
+	db := open(t, pair.Primary.DSN())
+	l := postgres.NewLeaser(db)
+	write := func(db *postgres.DB, token int64) error {
+		_, err := db.Pool().Exec(ctx, "select baton.fence('report', $1)", token)
+		return err
+	}
+	term := leasetest.MustAcquire(t, l, "job", time.Millisecond)
+	if err := write(db, term.Token); err != nil {
+		t.Fatal(err)
+	}
+	pair.WaitCaughtUp()
+	pair.StopStandby()
+	var zombie *baton.Term
+	for range 3 { // lost with the primary: the last of them is the zombie's
+		time.Sleep(2 * time.Millisecond)
+		zombie = leasetest.MustAcquire(t, l, "job", time.Millisecond)
+	}
+	if err := write(db, zombie.Token); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	pair.KillPrimary()
+	pair.StartStandby()
+	pair.Promote()
+
+	db = open(t, pair.Standby.DSN())
+	l = postgres.NewLeaser(db)
+	holder := leasetest.MustAcquire(t, l, "job", time.Minute)
+	if err := write(db, holder.Token); err != nil {
+		t.Fatalf("the new holder's write (token %d): %v", holder.Token, err)
+	}
+	if err := write(db, zombie.Token); sqlState(err) != "BF001" {
+		t.Errorf("baton.fence accepted or failed otherwise the zombie's token %d after the new holder's %d: %v", zombie.Token, holder.Token, err)
+	}
+	_, err := db.Pool().Exec(ctx, "select baton.fence_lease('job', $1)", zombie.Token)
+	if sqlState(err) != "BF001" {
+		t.Errorf("baton.fence_lease accepted or failed otherwise the zombie's token %d beside the holder's %d: %v", zombie.Token, holder.Token, err)
+	}
 }
