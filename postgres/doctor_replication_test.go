@@ -221,6 +221,14 @@ func TestDoctorReplicationPair(t *testing.T) {
 		if r.Level != postgres.ConnWarning || !strings.Contains(r.Verdict, "standby") {
 			t.Errorf("level %s verdict %q; want a warning about the standby", r.Level, r.Verdict)
 		}
+
+		// Without pg_read_all_stats the WAL receiver shows its pid only:
+		// its timeline is unknown, not made up.
+		r = diagnose(t, postgres.ConnOptions{DSN: withUser(t, pair.Standby.DSN(), "doctor_plain", "x")})
+		rep, f = replicationFinding(t, r)
+		if rep.Role != "standby" || rep.Timeline != nil || rep.Upstream == nil || rep.Upstream.Status != "" || rep.Upstream.Host != "" || f.Level != postgres.ConnWarning {
+			t.Errorf("as doctor_plain: role %q timeline %v upstream %+v finding %+v", rep.Role, rep.Timeline, rep.Upstream, f)
+		}
 	})
 
 	t.Run("sync standby gone", func(t *testing.T) {
