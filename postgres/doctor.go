@@ -13,6 +13,9 @@ package postgres
 //
 // Percentages are of usable, never of max_connections: an ordinary role is
 // refused once usable is reached, whatever max_connections says.
+//
+// It also reports the server's place in replication and what that means for
+// baton in a failover: doctor_replication.go.
 
 import (
 	"cmp"

@@ -200,7 +200,7 @@ func (d *doctor) judgeReplication(rep *ConnReplication) {
 			"(host=a,b …) so that baton connects to whichever is the primary"
 
 	case len(rep.Standbys) == 0 && waits:
-		rep.Mode, level, short = ReplNone, ConnCritical, "commits wait for a synchronous standby that is not connected"
+		rep.Mode, level, short = ReplNone, ConnCritical, "commits wait for a synchronous standby, and none is connected"
 		rep.Meaning = fmt.Sprintf("synchronous_standby_names is %q but no standby is connected: every commit waits (synchronous_commit %s), "+
 			"and with it every acquisition, until one is; start the standby, or empty synchronous_standby_names", rep.SynchronousStandbyNames, rep.SynchronousCommit)
 
@@ -240,7 +240,7 @@ func (d *doctor) judgeReplication(rep *ConnReplication) {
 			plural(len(rep.Standbys), "standby"), rep.SynchronousStandbyNames, d.r.Server.User, grant)
 
 	case waits:
-		rep.Mode, level, short = ReplAsync, ConnCritical, "commits wait for a synchronous standby that is not connected"
+		rep.Mode, level, short = ReplAsync, ConnCritical, "commits wait for a synchronous standby, and none is connected"
 		rep.Meaning = fmt.Sprintf("synchronous_standby_names is %q but none of the standbys (%s) is synchronous: every commit waits (synchronous_commit %s), "+
 			"and with it every acquisition; name one of them in synchronous_standby_names (application_name), or empty it",
 			rep.SynchronousStandbyNames, standbyNames(rep.Standbys), rep.SynchronousCommit)
