@@ -61,9 +61,10 @@ type ConnReplication struct {
 	// Mode sums it up: none, async, sync, quorum, standby or unknown.
 	Mode string `json:"mode"`
 	// LossSeconds is what a failover to an asynchronous standby can lose
-	// now: the largest replay lag of the asynchronous standbys (0 when they
-	// have replayed everything). Null without asynchronous standbys, or
-	// when it cannot be told.
+	// now: the largest replay lag of the asynchronous standbys (0 for a
+	// streaming standby whose lag PostgreSQL shows as null: caught up at
+	// its last report). Null without asynchronous standbys, or when it
+	// cannot be told (hidden, or a standby not yet streaming).
 	LossSeconds *float64 `json:"loss_seconds"`
 	// Meaning says in one line what this means for baton's guarantees; it
 	// is also the message of the "replication" finding.
@@ -272,15 +273,16 @@ func (d *doctor) lossText(async []ConnStandby, rep *ConnReplication) string {
 		switch {
 		case s.ReplayLagSeconds != nil:
 			worst = max(worst, *s.ReplayLagSeconds)
-		case s.ReplayLagBytes != nil && *s.ReplayLagBytes <= 0:
-			// Caught up: PostgreSQL forgets the lag a status interval
-			// after a standby has replayed everything.
+		case s.State == "streaming":
+			// Caught up at its last report: PostgreSQL forgets the lag a
+			// status interval after a standby has replayed everything,
+			// and measures it again when more WAL has been replayed.
 		default:
 			bytes := "replay position unknown"
 			if s.ReplayLagBytes != nil {
 				bytes = fmt.Sprintf("%d bytes behind", *s.ReplayLagBytes)
 			}
-			return fmt.Sprintf("can lose an unknown amount of acquisitions (replay lag of %s not measured yet, %s, %s)", s.Application, s.State, bytes)
+			return fmt.Sprintf("can lose an unknown amount of acquisitions (%s is in state %s, %s, its lag not measured yet)", s.Application, s.State, bytes)
 		}
 	}
 	rep.LossSeconds = &worst
