@@ -233,13 +233,32 @@ func loadSQL(schema string) (map[string]string, error) {
 			return err
 		}
 		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
-		out[name] = spliceSchema(string(b), schema)
+		q := string(b)
+		if !strings.Contains(name, "/") { // a statement, not a migration or a repeatable step
+			q = withoutCommentLines(q)
+		}
+		out[name] = spliceSchema(q, schema)
 		return nil
 	})
 	if err != nil {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "loading embedded SQL")
 	}
 	return out, nil
+}
+
+// withoutCommentLines drops the lines of q that are only a comment: they
+// are for readers of the file. The server keeps the first 1,024 bytes of a
+// statement for pg_stat_activity (track_activity_query_size), which should
+// show the statement, not the start of its explanation.
+func withoutCommentLines(q string) string {
+	lines := strings.Split(q, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 // spliceSchema puts the quoted schema in place of @schema@.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/batonhq/baton/internal/leasetest"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
+	"github.com/google/uuid"
 )
 
 // failoverTokens issues tokens on both sides of a failover that loses
@@ -48,6 +50,25 @@ func failover(t *testing.T, issue tokenIssuer) (before int64, after []int64) {
 	return before, after
 }
 
+// acquireAfterFailover acquires job with a short TTL, waiting out the hold
+// that follows a new epoch (see TestLeasesHeldBackAfterFailover).
+func acquireAfterFailover(t *testing.T, l *postgres.Leaser, job string) *baton.Term {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		g, err := l.Acquire(context.Background(), baton.AcquireRequest{Job: job, TTL: 2 * time.Second, Owner: uuid.NewString(), Host: "h", PID: 1, Argv: []string{"true"}})
+		switch {
+		case err == nil && !g.Busy():
+			return g.Term
+		case err == nil:
+			t.Fatalf("acquire %s: busy, held by %+v", job, g.Holder)
+		case baton.ErrorCode(err) != baton.EUNAVAILABLE || time.Now().After(deadline):
+			t.Fatalf("acquire %s: %v", job, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func checkAbove(t *testing.T, before int64, after []int64) {
 	t.Helper()
 	t.Logf("highest token before the failover %d, after it %v", before, after)
@@ -68,7 +89,7 @@ func TestTokensMonotonicAcrossFailover(t *testing.T) {
 		t.Parallel()
 		before, after := failover(t, func(t *testing.T, db *postgres.DB) int64 {
 			l := postgres.NewLeaser(db)
-			term := leasetest.MustAcquire(t, l, "job", time.Minute)
+			term := acquireAfterFailover(t, l, "job")
 			if err := l.Release(context.Background(), term); err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +105,7 @@ func TestTokensMonotonicAcrossFailover(t *testing.T) {
 			if _, err := db.Pool().Exec(context.Background(), "delete from baton.job_leases where job_key = 'job'"); err != nil {
 				t.Fatal(err)
 			}
-			return leasetest.MustAcquire(t, postgres.NewLeaser(db), "job", time.Minute).Token
+			return acquireAfterFailover(t, postgres.NewLeaser(db), "job").Token
 		})
 		checkAbove(t, before, after)
 	})
@@ -144,7 +165,7 @@ func TestZombieTokenLosesAfterFailover(t *testing.T) {
 
 	db = open(t, pair.Standby.DSN())
 	l = postgres.NewLeaser(db)
-	holder := leasetest.MustAcquire(t, l, "job", time.Minute)
+	holder := acquireAfterFailover(t, l, "job")
 	if err := write(db, holder.Token); err != nil {
 		t.Fatalf("the new holder's write (token %d): %v", holder.Token, err)
 	}
@@ -155,4 +176,61 @@ func TestZombieTokenLosesAfterFailover(t *testing.T) {
 	if sqlState(err) != "BF001" {
 		t.Errorf("baton.fence_lease accepted or failed otherwise the zombie's token %d beside the holder's %d: %v", zombie.Token, holder.Token, err)
 	}
+}
+
+// A holder whose acquisition the failover lost still runs: nothing on the
+// promoted standby says so. Its renewals fail, and it stops within its
+// TTL; until then no lease is granted, or its job would run twice at once
+// (issue 17).
+func TestLeasesHeldBackAfterFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const ttl = 3 * time.Second
+	pair := pgtest.NewPair(t)
+	db := open(t, pair.Primary.DSN())
+	l := postgres.NewLeaser(db)
+	leasetest.MustAcquire(t, l, "other", time.Millisecond) // a job known before
+	pair.WaitCaughtUp()
+	pair.StopStandby()
+	lost := leasetest.MustAcquire(t, l, "job", ttl) // the zombie: still running
+	db.Close()
+	pair.KillPrimary()
+	pair.StartStandby()
+	pair.Promote()
+
+	db = open(t, pair.Standby.DSN())
+	l = postgres.NewLeaser(db)
+	first := time.Now()
+	for _, job := range []string{"job", "other", "new"} {
+		_, err := l.Acquire(ctx, baton.AcquireRequest{Job: job, TTL: ttl, Owner: uuid.NewString(), Host: "h", PID: 1, Argv: []string{"true"}})
+		if baton.ErrorCode(err) != baton.EUNAVAILABLE || !strings.Contains(err.Error(), "held back") {
+			t.Fatalf("acquire %s right after the failover: %v, want it held back while the lost term (token %d) may run", job, err, lost.Token)
+		}
+	}
+	var term *baton.Term
+	for term == nil {
+		g, err := l.Acquire(ctx, baton.AcquireRequest{Job: "job", TTL: ttl, Owner: uuid.NewString(), Host: "h", PID: 1, Argv: []string{"true"}})
+		switch {
+		case err == nil && !g.Busy():
+			term = g.Term
+		case baton.ErrorCode(err) == baton.EUNAVAILABLE:
+			time.Sleep(100 * time.Millisecond)
+		default:
+			t.Fatalf("acquire after the hold: %v (grant %+v)", err, g)
+		}
+		if time.Since(first) > time.Minute {
+			t.Fatal("still held back a minute after the failover")
+		}
+	}
+	if waited := time.Since(first); waited < ttl*9/10 {
+		t.Errorf("granted %v after the first acquisition on the promoted standby, before the lost term's TTL (%v) could end", waited, ttl)
+	}
+	if term.Token <= lost.Token {
+		t.Errorf("token %d after the failover, not above the lost term's %d", term.Token, lost.Token)
+	}
+	// The hold is once per epoch: the next acquisitions are not held back.
+	if err := l.Release(ctx, term); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.MustAcquire(t, l, "job", ttl)
 }

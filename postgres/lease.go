@@ -53,14 +53,19 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 	// may release or expire; then the lease is free and we try again, a few
 	// times, rather than report busy for a lease nobody holds.
 	for attempt := 0; ; attempt++ {
-		var token int64
-		var until time.Time
+		var token *int64
+		var until, heldBack *time.Time
 		err := l.db.pool.QueryRow(ctx, l.db.query("lease_acquire"),
 			req.Job, pgtype.UUID{Bytes: owner, Valid: true}, req.TTL.Milliseconds(),
 			req.Host, req.PID, argv, started,
-		).Scan(&token, &until)
-		if err == nil {
-			return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: token, TTL: req.TTL, Until: until}}, nil
+		).Scan(&token, &until, &heldBack)
+		if err == nil && token != nil {
+			return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: *token, TTL: req.TTL, Until: *until}}, nil
+		}
+		if err == nil && heldBack != nil {
+			return baton.Grant{}, baton.Errorf(baton.EUNAVAILABLE,
+				"lease %s held back until %s: the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)",
+				req.Job, heldBack.UTC().Format(time.RFC3339Nano), req.TTL)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return baton.Grant{}, l.db.translate(err, "acquiring lease "+req.Job)

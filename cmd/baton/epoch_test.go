@@ -17,7 +17,9 @@ import (
 // its command saw.
 func (s store) runToken(t *testing.T, job string) int64 {
 	t.Helper()
-	r := s.run(t, "run", job, "--", "sh", "-c", "echo $BATON_FENCING_TOKEN")
+	// A short TTL: after a failover or a new epoch, leases are held back
+	// for one TTL, which baton run waits out (--db-wait).
+	r := s.run(t, "run", "--ttl", "2s", job, "--", "sh", "-c", "echo $BATON_FENCING_TOKEN")
 	if r.code != 0 {
 		t.Fatalf("baton run %s: exit %d: %s", job, r.code, r.stderr)
 	}
@@ -77,6 +79,7 @@ jobs:
   - name: tick
     schedule: "* * * * * *"
     command: echo $BATON_FENCING_TOKEN >> `+tokens+`
+    ttl: 3s
 `)
 	if r := primary.run(t, "migrate"); r.code != 0 {
 		t.Fatalf("migrate: %s", r.stderr)
@@ -153,7 +156,7 @@ func TestNewEpochAfterRestore(t *testing.T) {
 	}
 	restored := store{name: "restored", env: []string{"BATON_DB=" + asURL(t, target.DSN())}}
 
-	r := restored.run(t, "run", "job", "--", "true")
+	r := restored.run(t, "run", "--ttl", "2s", "job", "--", "true")
 	if r.code != 0 || !strings.Contains(r.stderr, "WARNING") || !strings.Contains(r.stderr, "baton migrate --new-epoch") {
 		t.Fatalf("baton run on the restored schema: exit %d, stderr %q; want it to run and warn of the move", r.code, r.stderr)
 	}
@@ -168,7 +171,7 @@ func TestNewEpochAfterRestore(t *testing.T) {
 	if tok <= lost {
 		t.Errorf("after --new-epoch baton run got token %d, not above %d lost with the source", tok, lost)
 	}
-	r = restored.run(t, "run", "job", "--", "true")
+	r = restored.run(t, "run", "--ttl", "2s", "job", "--", "true")
 	if strings.Contains(r.stderr, "WARNING") {
 		t.Errorf("still warns after --new-epoch: %s", r.stderr)
 	}

@@ -28,10 +28,19 @@ create table @schema@.token_epoch (
   -- the schema was restored or moved to another cluster
   system_identifier text not null default '',
   changed_at        timestamptz not null default clock_timestamp(),
-  reason            text not null default ''
+  reason            text not null default '',
+  -- The epoch the last acquisition saw, and when an acquisition first saw
+  -- it. A failover loses the last acquisitions, and their holders go on
+  -- running until a renewal fails: for one TTL after an acquisition first
+  -- sees a new epoch, leases are held back (lease_acquire.sql), so that
+  -- no holder of a lost term still runs when the job's next term starts.
+  -- The epoch in force when this migration runs holds nothing back.
+  epoch_seen        bigint not null default 0,
+  epoch_seen_at     timestamptz not null default '-infinity'
 );
-insert into @schema@.token_epoch (system_identifier, reason)
-select (pg_control_system()).system_identifier::text, 'migration 0011';
+insert into @schema@.token_epoch (system_identifier, reason, epoch_seen)
+select (pg_control_system()).system_identifier::text, 'migration 0011',
+       ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint - 1;
 
 -- The offset only rises: lowering it would take tokens back.
 create function @schema@.token_epoch_guard() returns trigger
