@@ -426,6 +426,13 @@ func (db *DB) translate(err error, what string) error {
 			// PgBouncer refuses startup parameters it does not know: a
 			// configuration to fix, not an outage to wait out.
 			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see the README, PostgreSQL connections)", db.dsn, pgErr.Message)
+		case pgErr.Code == sqlStateReadOnly:
+			// A standby (a DSN naming it alone, or without
+			// target_session_attrs=read-write), or a primary being demoted:
+			// a failover in progress, or a DSN to fix. Either way the store
+			// may take writes again (the pool's next connection may reach
+			// the new primary), so it is waited for, never a job's failure.
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is read-only, a standby (%s): during a failover this passes once a new primary is reachable; otherwise list every host of the cluster in the DSN with target_session_attrs=read-write (see the README, PostgreSQL connections)", db.dsn, what)
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
@@ -450,6 +457,10 @@ func (db *DB) translate(err error, what string) error {
 	}
 	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 }
+
+// sqlStateReadOnly is read_only_sql_transaction: "cannot execute INSERT in
+// a read-only transaction", a write sent to a standby.
+const sqlStateReadOnly = "25006"
 
 // refusal is PostgreSQL's refusal to let baton in that waiting will not
 // change: a login refused (SQLSTATE class 28) or a database that does not
