@@ -327,9 +327,9 @@ func (f *pgFlags) options(dsn string) (postgres.ConnOptions, error) {
 	case dsn == "":
 		return o, baton.Invalid("--db", "missing: name the server with --db URL or $BATON_DB")
 	case !postgres.IsDSN(dsn):
-		return o, baton.Invalid("--db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(dsn))
+		return o, baton.Invalid("--db", "%q is not a PostgreSQL connection string: %s", postgres.RedactDSN(dsn), postgres.DSNForms)
 	case f.reservedDB != "" && !postgres.IsDSN(f.reservedDB):
-		return o, baton.Invalid("--reserved-db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(f.reservedDB))
+		return o, baton.Invalid("--reserved-db", "%q is not a PostgreSQL connection string: %s", postgres.RedactDSN(f.reservedDB), postgres.DSNForms)
 	case f.connectTimeout <= 0:
 		return o, baton.Invalid("--connect-timeout", "must be positive, got %s", f.connectTimeout)
 	case f.warn <= 0 || f.warn > 100:
