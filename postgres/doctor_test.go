@@ -55,7 +55,7 @@ func pid(t testing.TB, conn *pgx.Conn) int {
 // withUser returns dsn connecting as user with password, in either form.
 func withUser(t testing.TB, dsn, user, password string) string {
 	t.Helper()
-	if postgres.IsDSN(dsn) {
+	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			t.Fatal(err)
