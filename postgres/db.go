@@ -94,25 +94,30 @@ type DB struct {
 }
 
 // IsDSN reports whether s selects PostgreSQL: a postgres:// or
-// postgresql:// URL, or a keyword/value string as libpq takes it (it begins
-// with a keyword and '=', as in "host=db1,db2 dbname=app"). Either may list
-// several hosts (see the README, PostgreSQL connections).
+// postgresql:// URL, or a keyword/value string as libpq takes it, which
+// begins with a keyword and '=' and names where to connect (host, hostaddr,
+// port, dbname, user or service), as in "host=db1,db2 dbname=app". Either
+// may list several hosts (see the README, PostgreSQL connections).
 func IsDSN(s string) bool {
 	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
 		return true
 	}
-	key, _, ok := strings.Cut(strings.TrimSpace(s), "=")
-	key = strings.TrimSpace(key)
-	if !ok || key == "" {
+	first := kvKey().FindStringSubmatch(s)
+	if first == nil || first[0] != s[:len(first[0])] {
 		return false
 	}
-	for _, c := range []byte(key) {
-		if !(c >= 'a' && c <= 'z' || c == '_') {
-			return false
+	for _, m := range kvKey().FindAllStringSubmatch(s, -1) {
+		switch m[1] {
+		case "host", "hostaddr", "port", "dbname", "user", "service":
+			return true
 		}
 	}
-	return true
+	return false
 }
+
+// kvKey finds the keywords of a keyword/value string, a word of lower-case
+// letters and '_' followed by '=' at the start or after white space.
+var kvKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|\s)\s*([a-z_]+)\s*=`) })
 
 // DSNForms names the forms IsDSN accepts, for a message that refuses
 // another.

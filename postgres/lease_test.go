@@ -185,12 +185,15 @@ func TestIsDSN(t *testing.T) {
 		"postgres://h1,h2/db": true,
 		"postgresql://h/db":   true,
 		"host=h1,h2 port=5432,5433 target_session_attrs=read-write": true,
-		" dbname = app":  true,
-		"mysql://h/db":   false,
-		"/var/lib/baton": false,
-		"app":            false,
-		"Host=h":         false,
-		"=h":             false,
+		" dbname = app":          true,
+		"mysql://h/db":           false,
+		"/var/lib/baton":         false,
+		"app":                    false,
+		"Host=h":                 false,
+		"=h":                     false,
+		"h=x":                    false,
+		"sslmode=disable":        false,
+		"sslmode=disable host=h": true,
 	} {
 		if got := postgres.IsDSN(in); got != want {
 			t.Errorf("IsDSN(%q) = %v, want %v", in, got, want)

@@ -101,6 +101,34 @@ func running(cmd *exec.Cmd) bool {
 	return !strings.HasPrefix(strings.TrimSpace(rest), "Z")
 }
 
+// startLogged starts baton in the background with its output in a file,
+// which the test may read while it runs, and returns it with a reader of
+// that file.
+func (s store) startLogged(t *testing.T, name string, args ...string) (*exec.Cmd, func() string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.command(context.Background(), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, func() string {
+		b, _ := os.ReadFile(path)
+		return string(b)
+	}
+}
+
 // uptime is seconds since boot, the clock the job script's lines use.
 func uptime(t *testing.T) float64 {
 	t.Helper()
@@ -158,7 +186,7 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 	daemons := []*daemonProc{s.startDaemon(t, "d1", config), s.startDaemon(t, "d2", config)}
 
 	rcv := newEventReceiver(t, 0)
-	relay, relayOut := s.start(t, "relay", "--sink", rcv.url, "--poll", "200ms", "--claim-ttl", "3s", "--timeout", "1s", "--log-format", "json")
+	relay, relayOut := s.startLogged(t, "relay", "relay", "--sink", rcv.url, "--poll", "200ms", "--claim-ttl", "3s", "--timeout", "1s", "--log-format", "json")
 	delivered := func(key string, within time.Duration) {
 		t.Helper()
 		for deadline := time.Now().Add(within); ; time.Sleep(100 * time.Millisecond) {
@@ -169,7 +197,7 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("event %s not delivered within %s; relay output:\n%s", key, within, relayOut.String())
+				t.Fatalf("event %s not delivered within %s; relay output:\n%s", key, within, relayOut())
 			}
 		}
 	}
@@ -289,7 +317,7 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 	}
 	relay.Process.Signal(syscall.SIGTERM)
 	if code := exitCode(t, relay); code != 0 {
-		t.Errorf("relay exited %d after SIGTERM:\n%s", code, relayOut.String())
+		t.Errorf("relay exited %d after SIGTERM:\n%s", code, relayOut())
 	}
 	// A failover is an outage, never an internal error.
 	for _, m := range manual {
@@ -334,14 +362,14 @@ jobs:
     command: "true"
 `)
 	d := s.startDaemon(t, "d", config, "--db-wait", "5m")
-	run, runOut := s.start(t, "run", "--db-wait", "5m", "manual", "--", "true")
+	run, runOut := s.startLogged(t, "run", "run", "--db-wait", "5m", "manual", "--", "true")
 	// Both say that they wait, and do.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if strings.Contains(d.logText(t), "retrying for up to") && strings.Contains(runOut.String(), "retrying for up to") {
+		if strings.Contains(d.logText(t), "retrying for up to") && strings.Contains(runOut(), "retrying for up to") {
 			break
 		}
 		if !running(d.cmd) || time.Now().After(deadline) {
-			t.Fatalf("the daemon and baton run did not both wait for the standby\ndaemon: %s\nrun: %s", d.logText(t), runOut.String())
+			t.Fatalf("the daemon and baton run did not both wait for the standby\ndaemon: %s\nrun: %s", d.logText(t), runOut())
 		}
 	}
 	if !strings.Contains(d.logText(t), "read-only") {
@@ -351,7 +379,7 @@ jobs:
 	pair.Promote()
 	promoted := time.Now()
 	if code := exitCode(t, run); code != 0 {
-		t.Errorf("baton run after the promotion: exit %d\n%s", code, runOut.String())
+		t.Errorf("baton run after the promotion: exit %d\n%s", code, runOut())
 	}
 	s.waitDone(t, "on-standby", 2, 2*time.Minute, func(tr tickRow) bool {
 		return tr.At.After(promoted) && tr.Outcome == baton.OutcomeSucceeded
