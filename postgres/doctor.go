@@ -13,6 +13,9 @@ package postgres
 //
 // Percentages are of usable, never of max_connections: an ordinary role is
 // refused once usable is reached, whatever max_connections says.
+//
+// It also reports the server's place in replication and what that means for
+// baton in a failover: doctor_replication.go.
 
 import (
 	"cmp"
@@ -108,7 +111,10 @@ type ConnReport struct {
 	Timeouts        []TimeoutSetting  `json:"timeouts"`
 	Sessions        *ConnSessionStats `json:"sessions"` // null before PostgreSQL 14
 	Plan            *ConnPlan         `json:"plan"`     // null without --plan/--instances
-	Findings        []ConnFinding     `json:"findings"`
+	// Replication is the server's place in replication: primary or
+	// standby, its standbys, and what a failover would cost.
+	Replication *ConnReplication `json:"replication"`
+	Findings    []ConnFinding    `json:"findings"`
 }
 
 // ConnServer says what the doctor connected to, and as whom.
@@ -698,6 +704,7 @@ func (d *doctor) examine(ctx context.Context) {
 		{"timeouts", d.readTimeouts},
 		{"pins", d.readPins},
 		{"sessions", d.readSessions},
+		{"replication", d.readReplication},
 	}
 	for _, s := range steps {
 		qctx, cancel := context.WithTimeout(ctx, d.opt.QueryTimeout)

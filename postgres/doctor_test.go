@@ -701,7 +701,7 @@ func TestDoctorPlan(t *testing.T) {
 // key is present, whether or not the doctor could connect.
 func TestDoctorJSONKeys(t *testing.T) {
 	t.Parallel()
-	want := []string{"budget", "checked_at", "connect_failures", "findings", "holders", "level", "pins", "plan", "server", "sessions", "thresholds", "timeouts", "verdict"}
+	want := []string{"budget", "checked_at", "connect_failures", "findings", "holders", "level", "pins", "plan", "replication", "server", "sessions", "thresholds", "timeouts", "verdict"}
 	keys := func(v any) []string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -730,6 +730,8 @@ func TestDoctorJSONKeys(t *testing.T) {
 		"server":  {r.Server, []string{"database", "dsn", "kind", "pid", "read_all_stats", "superuser", "system_id", "user", "version", "version_num", "via"}},
 		"holders": {r.Holders, []string{"by_application", "by_client_addr", "by_database", "by_state", "by_user", "hidden"}},
 		"pins":    {r.Pins, []string{"advisory_locks", "hidden", "idle_in_transaction", "long_transactions"}},
+		"replication": {r.Replication, []string{"hidden", "loss_seconds", "lsn", "meaning", "mode", "receive_lsn", "role", "standbys",
+			"synchronous_commit", "synchronous_standby_names", "timeline", "upstream"}},
 	} {
 		if got := keys(c.v); !slices.Equal(got, c.want) {
 			t.Errorf("%s keys %v, want %v", name, got, c.want)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -28,8 +29,8 @@ and a message that says what to do.
 Subjects:
   local   the lock directory that baton run would use with the same flags
           and environment (--lock-dir, --scope, $BATON_LOCK_DIR, $BATON_SCOPE)
-  pg      a PostgreSQL server's connection slots: baton doctor pg [--db URL]
-          [--json]; the server of --db, else $BATON_DB
+  pg      a PostgreSQL server's connection slots and replication: baton
+          doctor pg [--db URL] [--json]; the server of --db, else $BATON_DB
 
 Checks of doctor local:
   exists             the directory exists; if not, whether baton run would
@@ -116,6 +117,23 @@ WARNING, CRITICAL or UNKNOWN and why, then these sections:
              sessions_abandoned per database (PostgreSQL 14+). With --state
              FILE, the counters are kept in FILE (replaced atomically) and
              the next run prints what changed since.
+  replication
+             primary or standby (pg_is_in_recovery); the timeline (on a
+             primary from pg_walfile_name(pg_current_wal_lsn()), on a standby
+             pg_stat_wal_receiver.received_tli) and the WAL position; on a
+             standby its upstream; the standbys (pg_stat_replication, less
+             logical replication and base backups) with address, state,
+             sync_state and write/flush/replay lag; synchronous_standby_names
+             and synchronous_commit as this session sees them; and one line
+             on what that means for baton: with no standby, a lost server
+             loses the store (a restore needs baton migrate --new-epoch);
+             with asynchronous standbys, a failover can lose up to the replay
+             lag of acquisitions, tokens stay monotonic (epoch) and ticks
+             near the failover may repeat; with a synchronous standby and
+             synchronous_commit on (or remote_write, remote_apply), nothing
+             acquired is lost in a failover to it; on a standby, baton cannot
+             write: give it every host with target_session_attrs=read-write.
+             Without pg_read_all_stats the standbys' state and lag are hidden.
   plan       with --plan (or --instances and --pool-max), the connections a
              fleet opens at full pool size (instances x pool maximum, summed
              over services) against the usable slots, and the headroom left.
@@ -132,7 +150,10 @@ warning beats unknown):
              limit; a planned fleet at --crit percent of usable slots or
              more; the connection refused with SQLSTATE 53300 (too
              many connections: the finding names the limit hit from the
-             server's message, and --reserved-db is tried once)
+             server's message, and --reserved-db is tried once);
+             synchronous_standby_names set, synchronous_commit waiting, and
+             no synchronous standby connected: every commit, and with it
+             every acquisition, waits
   warning    in use >= --warn percent of usable slots; a role or database
              at >= --warn percent of its limit; a planned fleet at --warn
              percent or more; a session idle in a transaction for --idle-tx or more;
@@ -140,16 +161,20 @@ warning beats unknown):
              advisory lock (it pins a connection to its client and breaks
              under transaction pooling); idle_session_timeout, at any scope,
              shorter than the pools' idle time (--pool-idle): the server
-             closes connections a pool still holds
+             closes connections a pool still holds; the server is a standby
+             (baton cannot write there)
   unknown    no connection (other than a 53300 refusal) through --db or
              --reserved-db, or a section that could not be read; sessions
              of other roles hidden from a role without pg_read_all_stats
-             (pg_monitor), so that pins among them cannot be seen; PgBouncer's
-             admin console (database pgbouncer) instead of a server
+             (pg_monitor), so that pins among them cannot be seen; whether
+             the standbys are synchronous, hidden likewise while
+             synchronous_standby_names is set; PgBouncer's admin console
+             (database pgbouncer) instead of a server
   note       does not change the verdict:
              idle_in_transaction_session_timeout = 0 on the server (nothing
              ends an idle transaction's pin: when a pin is also found, its
-             warning says so); session counters that moved since --state
+             warning says so); session counters that moved since --state;
+             no standby, or asynchronous standbys (what a failover loses)
 
 Exit status of doctor pg, monitoring-style (as Nagios plugins), unlike
 baton's other commands: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot
@@ -157,7 +182,8 @@ connect, and no --reserved-db that can); 64 usage error.
 
 --json prints the same facts as one object with the keys level, verdict,
 checked_at, server, connect_failures, thresholds, budget, holders, pins,
-timeouts, sessions, plan and findings; docs/DOCTOR.md describes each.
+timeouts, sessions, plan, replication and findings; docs/DOCTOR.md describes
+each.
 `
 
 // DoctorCommand is `baton doctor SUBJECT`.
@@ -538,6 +564,9 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 			fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\n", d.Database, c.Sessions, c.Fatal, c.Killed, c.Abandoned)
 		}
 	}
+	if rep := r.Replication; rep != nil {
+		printReplication(tw, r.Server.User, rep)
+	}
 	if p := r.Plan; p != nil {
 		section("plan")
 		for _, s := range p.Services {
@@ -563,6 +592,67 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 		}
 	}
 	return nil
+}
+
+func printReplication(tw io.Writer, user string, rep *postgres.ConnReplication) {
+	fmt.Fprintf(tw, "\nreplication\n")
+	timeline := "timeline unknown"
+	switch {
+	case rep.Timeline != nil:
+		timeline = "timeline " + strconv.FormatInt(*rep.Timeline, 10)
+	case rep.Upstream == nil:
+		timeline += " (no WAL receiver runs)"
+	default:
+		timeline += " (pg_stat_wal_receiver is hidden: " + postgres.GrantMonitor(user) + ")"
+	}
+	if rep.Role == "standby" {
+		fmt.Fprintf(tw, "  role\tstandby (in recovery), %s, replayed to %s, received to %s\n", timeline, cmp.Or(rep.LSN, "-"), cmp.Or(rep.ReceiveLSN, "-"))
+		if u := rep.Upstream; u != nil {
+			status := cmp.Or(u.Status, "status hidden")
+			where := "sender hidden"
+			if u.Host != "" {
+				where = u.Host + ":" + strconv.Itoa(u.Port)
+			}
+			slot := ""
+			if u.Slot != "" {
+				slot = ", slot " + u.Slot
+			}
+			fmt.Fprintf(tw, "  upstream\t%s, %s%s\n", where, status, slot)
+		} else {
+			fmt.Fprintf(tw, "  upstream\tnone: no WAL receiver runs\n")
+		}
+	} else {
+		fmt.Fprintf(tw, "  role\tprimary, %s, WAL at %s\n", timeline, rep.LSN)
+	}
+	for _, s := range rep.Standbys {
+		name := cmp.Or(s.Application, "(no application_name)")
+		if s.Hidden {
+			fmt.Fprintf(tw, "  standby %s\tpid %d, user %s: address, state, sync_state and lag hidden (%s)\n", name, s.PID, s.User, postgres.GrantMonitor(user))
+			continue
+		}
+		behind := "-"
+		if s.ReplayLagBytes != nil {
+			behind = strconv.FormatInt(*s.ReplayLagBytes, 10)
+		}
+		fmt.Fprintf(tw, "  standby %s\t%s, %s, %s; lag write %s, flush %s, replay %s; replayed to %s (%s bytes behind)\n",
+			name, s.ClientAddr, s.State, s.SyncState, lagText(s.WriteLagSeconds), lagText(s.FlushLagSeconds), lagText(s.ReplayLagSeconds),
+			cmp.Or(s.ReplayLSN, "-"), behind)
+	}
+	if len(rep.Standbys) == 0 {
+		fmt.Fprintf(tw, "  standbys\tnone\n")
+	}
+	fmt.Fprintf(tw, "  synchronous_standby_names\t%s\n", cmp.Or(rep.SynchronousStandbyNames, "(empty)"))
+	fmt.Fprintf(tw, "  synchronous_commit\t%s\n", rep.SynchronousCommit)
+	fmt.Fprintf(tw, "  means\t%s\n", rep.Meaning)
+}
+
+// lagText is a replication lag in milliseconds; "-" when PostgreSQL has
+// none to show (caught up for a while, or not measured yet).
+func lagText(seconds *float64) string {
+	if seconds == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(math.Round(*seconds*10000)/10, 'f', -1, 64) + " ms"
 }
 
 func pinWho(p postgres.ConnPin) string {

@@ -46,7 +46,8 @@ type pgReport struct {
 		Total    int  `json:"total"`
 		Headroom *int `json:"headroom"`
 	} `json:"plan"`
-	Findings []struct {
+	Replication *pgReplication `json:"replication"`
+	Findings    []struct {
 		Level string `json:"level"`
 		Check string `json:"check"`
 	} `json:"findings"`
@@ -128,13 +129,15 @@ func TestDoctorPG(t *testing.T) {
 		if r.code != 0 || !strings.HasPrefix(r.stdout, "OK: ") {
 			t.Fatalf("exit %d, want 0 and OK first\n%s%s", r.code, r.stdout, r.stderr)
 		}
-		for _, want := range []string{"\nbudget\n", "superuser_reserved_connections", "= usable", "\nwho holds slots\n", "\npins\n", "\ntimeouts\n", idleSession, "\nfindings\n", ":xxxxx@"} {
+		for _, want := range []string{"\nbudget\n", "superuser_reserved_connections", "= usable", "\nwho holds slots\n", "\npins\n", "\ntimeouts\n", idleSession,
+			"\nreplication\n", "no standby: a lost server loses the store; a restore needs `baton migrate --new-epoch`", "\nfindings\n", ":xxxxx@"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("output lacks %q:\n%s", want, r.stdout)
 			}
 		}
 		rep, r := s.doctorPG(t, "--db", db)
-		if r.code != 0 || rep.Level != "ok" || rep.Server == nil || rep.Server.Via != "db" || !strings.Contains(rep.Server.DSN, ":xxxxx@") || rep.Budget == nil || rep.Budget.Usable < 1 {
+		if r.code != 0 || rep.Level != "ok" || rep.Server == nil || rep.Server.Via != "db" || !strings.Contains(rep.Server.DSN, ":xxxxx@") || rep.Budget == nil || rep.Budget.Usable < 1 ||
+			rep.Replication == nil || rep.Replication.Role != "primary" || rep.Replication.Mode != "none" {
 			t.Errorf("--json: exit %d, %+v", r.code, rep)
 		}
 		// $BATON_DB as for every command.
@@ -287,7 +290,8 @@ func TestDoctorPGUsage(t *testing.T) {
 		"usable", "client backend", "pg_read_all_stats", "idle in a transaction", "backend_xmin", "pg_blocking_pids", "advisory",
 		"idle_session_timeout", "transaction_timeout", "sessions_abandoned", "53300", "Exit status of doctor pg", "1 WARNING", "2 CRITICAL", "3 UNKNOWN",
 		"64 usage error", "-reserved-db", "-warn", "-crit", "-long-tx", "-idle-tx", "-pool-idle", "-state", "-plan", "-instances", "-pool-max", "-connect-timeout",
-		"baton/doctor/<host>", "docs/DOCTOR.md"} {
+		"baton/doctor/<host>", "docs/DOCTOR.md", "replication", "pg_stat_replication", "synchronous_standby_names", "target_session_attrs=read-write",
+		"baton migrate --new-epoch"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("baton doctor --help lacks %q", want)
 		}

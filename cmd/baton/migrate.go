@@ -61,6 +61,16 @@ results, e.g. the one a job writes to:
   commit;
   SQL
 
+--new-epoch starts a new token epoch, after a dump and restore or a move to
+another cluster (a new cluster starts again at timeline 1, and a restore
+lacks the acquisitions made after its dump): every fencing token issued
+afterwards is above every token the schema holds, and above the epoch in
+force. --epoch N sets the new epoch to at least N, for a source cluster that
+went on issuing tokens (failed over) after the dump was taken: a token's
+epoch is the token >> 32. docs/FAILOVER.md has the runbook. Every command
+that issues tokens warns on stderr while the schema sits on another cluster
+than the one its epoch was set on, until this is run.
+
 Exit status: 0 up to date; 64 usage error; 69 store unavailable, or a schema
 this baton must not use (newer, or built from other migration files);
 70 internal error.
@@ -68,10 +78,12 @@ this baton must not use (newer, or built from other migration files);
 
 // MigrateCommand is `baton migrate`.
 type MigrateCommand struct {
-	env   *Env
-	store storeFlags
-	json  bool
-	fence bool
+	env      *Env
+	store    storeFlags
+	json     bool
+	fence    bool
+	newEpoch bool
+	epoch    int64
 }
 
 // Run applies the migrations.
@@ -80,6 +92,8 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	c.store.register(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON: {\"store\": {…}, \"database\": \"…\" (local), \"applied\": […], \"repeated\": […], \"verified\": […], \"version\": N, \"known\": N, \"newer\": […], \"compatible_down_to\": N}")
 	fs.BoolVar(&c.fence, "fence-only", false, "install only the high-water-mark fence (PostgreSQL), in a database that holds results")
+	fs.BoolVar(&c.newEpoch, "new-epoch", false, "after a restore or a move to another cluster: start a new token epoch, above every token the schema holds (PostgreSQL)")
+	fs.Int64Var(&c.epoch, "epoch", 0, "with --new-epoch: the new epoch is at least this")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -100,10 +114,22 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if c.fence && st.db == nil {
 		return baton.Invalid("--fence-only", "needs a PostgreSQL database (--db or BATON_DB)")
 	}
+	if c.newEpoch && (st.db == nil || c.fence) {
+		return baton.Invalid("--new-epoch", "needs a PostgreSQL database (--db or BATON_DB) and a full migration (not --fence-only): the local store has no failover")
+	}
+	if c.epoch != 0 && !c.newEpoch {
+		return baton.Invalid("--epoch", "only goes with --new-epoch")
+	}
+	if c.epoch < 0 || c.epoch >= 1<<21 {
+		return baton.Invalid("--epoch", "%d: want 0..%d (tokens stay below 2^53)", c.epoch, 1<<21-1)
+	}
 	out := struct {
 		Store    baton.StoreInfo `json:"store"`
 		Database string          `json:"database,omitempty"` // the local store's baton.db
 		postgres.Report
+		Epoch       *postgres.Epoch `json:"epoch,omitempty"`        // PostgreSQL, after a full migration
+		EpochBefore *postgres.Epoch `json:"epoch_before,omitempty"` // with --new-epoch
+		Warning     string          `json:"warning,omitempty"`
 	}{Store: st.leaser.Info()}
 	switch {
 	case c.fence:
@@ -118,6 +144,12 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	case st.db != nil:
 		if out.Report, err = st.db.MigrateReport(ctx); err != nil {
 			return err
+		}
+		if out.EpochBefore, out.Epoch, err = c.epochs(ctx, st.db); err != nil {
+			return err
+		}
+		if out.Epoch != nil {
+			out.Warning = out.Epoch.Warning(st.db.Schema())
 		}
 	default:
 		out.Database = filepath.Join(st.lockDir, LocalScheduleDB)
@@ -154,5 +186,31 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	default:
 		fmt.Fprintf(w, "%s: schema at version %d (this baton knows up to %d)\n", where, out.Version, out.Known)
 	}
+	if e := out.Epoch; out.EpochBefore != nil {
+		fmt.Fprintf(w, "new token epoch %d (was %d; timeline %d, offset %d): every token issued from now on is above %d\n",
+			e.Epoch, out.EpochBefore.Epoch, e.Timeline, e.Offset, e.Epoch<<postgres.EpochBits)
+	}
+	if out.Warning != "" {
+		fmt.Fprintf(c.env.Stderr, "baton: WARNING: %s\n", out.Warning)
+	}
 	return nil
+}
+
+// epochs starts a new token epoch when asked, and reads the one in force.
+// A schema that this binary must not use was refused before; one that is
+// newer but compatible may lack nothing this reads. A standby has no epoch:
+// nil, without error.
+func (c *MigrateCommand) epochs(ctx context.Context, db *postgres.DB) (before, after *postgres.Epoch, err error) {
+	if c.newEpoch {
+		b, a, err := db.NewEpoch(ctx, c.epoch, "baton migrate --new-epoch")
+		if err != nil {
+			return nil, nil, err
+		}
+		return &b, &a, nil
+	}
+	e, err := db.Epoch(ctx)
+	if err != nil {
+		return nil, nil, nil
+	}
+	return nil, &e, nil
 }

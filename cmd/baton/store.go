@@ -238,6 +238,9 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 		if err != nil {
 			return nil, err
 		}
+		if migrate {
+			warnEpoch(ctx, env, db)
+		}
 		return &store{leaser: postgres.NewLeaser(db), db: db, close: db.Close}, nil
 	}
 	dir, scope, explicit, err := f.local(env)
@@ -250,6 +253,20 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 		return nil, notTransient{err}
 	}
 	return &store{leaser: l, lockDir: dir, close: func() {}}, nil
+}
+
+// warnEpoch says on stderr, on every start of a command that may issue
+// tokens, when the schema was restored or moved to another cluster and its
+// tokens may go back until baton migrate --new-epoch (docs/FAILOVER.md).
+// Best effort: a store that cannot answer says so on the next query.
+func warnEpoch(ctx context.Context, env *Env, db *postgres.DB) {
+	e, err := db.Epoch(ctx)
+	if err != nil {
+		return
+	}
+	if w := e.Warning(db.Schema()); w != "" {
+		fmt.Fprintf(env.Stderr, "baton: WARNING: %s\n", w)
+	}
 }
 
 // local resolves the local store's directory and scope from flags, then

@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Pair is a primary and a streaming standby made from it with
-// pg_basebackup -R, each on its own loopback port, for failover tests. Unlike
+// Pair is a primary and a streaming standby made from a copy of it (see
+// basebackup), each on its own loopback port, for failover tests. Unlike
 // the package's shared cluster, a pair belongs to one test: it is started by
 // NewPair and thrown away when the test ends, whatever state it was left in.
 //
@@ -74,14 +74,18 @@ func NewPair(t testing.TB) *Pair {
 	return p
 }
 
-// basebackup fills c's data directory with a copy of primary, set up to
-// stream from it (-R writes standby.signal and primary_conninfo).
+// basebackup fills c's data directory with a copy of primary's, set up to
+// stream from it, as pg_basebackup -R would. It copies the data directory
+// of the cleanly stopped primary instead, because the server packages of
+// the version matrix (bench/pg-matrix.sh) ship no pg_basebackup, and
+// another version's refuses the server: a copy taken after a clean
+// shutdown is consistent, and the standby streams from its checkpoint on.
 func (c *cluster) basebackup(primary *cluster) error {
 	var err error
-	if c.cred, err = testproc.PostgresUser("pgtest: pg_basebackup"); err != nil {
+	if c.cred, err = testproc.PostgresUser("pgtest: standby"); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(tempParent(c.cred != nil), "pgtest-standby-")
+	dir, err := os.MkdirTemp(tempParent(c.cred != nil), "pgtest-")
 	if err != nil {
 		return fmt.Errorf("pgtest: %v", err)
 	}
@@ -96,15 +100,18 @@ func (c *cluster) basebackup(primary *cluster) error {
 	if c.logFd, err = os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		return fmt.Errorf("pgtest: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "pg_basebackup"),
-		"-D", c.dataDir, "-R", "-X", "stream", "--no-sync",
-		"-h", "127.0.0.1", "-p", strconv.Itoa(primary.port), "-U", superuser,
-		"--checkpoint=fast")
+	if err := primary.stop(syscall.SIGINT); err != nil {
+		return fmt.Errorf("pgtest: stop the primary to copy it: %v", err)
+	}
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=%s", primary.port, superuser)
+	cmd := exec.Command("sh", "-c", `cp -a "$1" "$2" && touch "$2/standby.signal" &&
+printf "primary_conninfo = '%s'\n" "$3" >> "$2/postgresql.auto.conf"`, "sh", primary.dataDir, c.dataDir, conninfo)
 	c.prepare(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("pgtest: pg_basebackup into %s: %v\n%s", c.dataDir, err, out)
+		return fmt.Errorf("pgtest: copy %s to %s: %v\n%s", primary.dataDir, c.dataDir, err, out)
+	}
+	if err := primary.start(); err != nil {
+		return fmt.Errorf("pgtest: restart the primary after copying it: %v", err)
 	}
 	return nil
 }
@@ -146,7 +153,7 @@ func (s *Server) Exec(t testing.TB, sql string, args ...any) {
 }
 
 // WaitCaughtUp waits until the standby has replayed everything the primary
-// has written so far.
+// has committed so far.
 func (p *Pair) WaitCaughtUp() {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
@@ -156,8 +163,12 @@ func (p *Pair) WaitCaughtUp() {
 		p.t.Fatalf("pgtest: primary: %v", err)
 	}
 	defer conn.Close(context.Background())
+	// The insert position, not pg_current_wal_lsn's write position: the
+	// cluster commits asynchronously (synchronous_commit=off), so the last
+	// commits may not be written yet, and the standby gets them once the
+	// WAL writer has flushed them.
 	var target string
-	if err := conn.QueryRow(ctx, "select pg_current_wal_lsn()::text").Scan(&target); err != nil {
+	if err := conn.QueryRow(ctx, "select pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
 		p.t.Fatalf("pgtest: primary: %v", err)
 	}
 	for {

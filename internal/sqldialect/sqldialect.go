@@ -7,7 +7,11 @@
 // Macros: @schema@. (the schema prefix; none in SQLite), @now@ (the store's
 // clock), @after($n)@ and @before($n)@ (the clock plus or minus $n
 // milliseconds), @skip_locked@ and @for_update@ (row locks, which SQLite
-// does without: its write transactions are exclusive). SQLite's parameters
+// does without: its write transactions are exclusive), and @token_base@
+// (the base every fencing token issued now is above: the epoch << 32 in
+// PostgreSQL, see postgres/sql/migrations/0011_token_epoch.sql; 0 in
+// SQLite, which has no failover). PostgreSQL's greatest(a, b) is SQLite's
+// max(a, b). SQLite's parameters
 // are written ?n, since its $n are named, not positional.
 //
 // Instants are timestamptz in PostgreSQL and integer microseconds since the
@@ -48,6 +52,7 @@ const sqliteNow = "(cast(unixepoch('subsec') * 1000000 as integer))"
 // Render fills in the macros of q for d.
 func Render(q string, d Dialect, schema string) string {
 	if d == Postgres {
+		q = strings.ReplaceAll(q, "@token_base@", "@schema@.token_base()")
 		q = strings.ReplaceAll(q, "@schema@.", schema+".")
 		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
 		q = macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
@@ -55,6 +60,8 @@ func Render(q string, d Dialect, schema string) string {
 		q = strings.ReplaceAll(q, "@skip_locked@", "for update skip locked")
 		return strings.ReplaceAll(q, "@for_update@", "for update")
 	}
+	q = strings.ReplaceAll(q, "@token_base@", "0")
+	q = strings.ReplaceAll(q, "greatest(", "max(")
 	q = strings.ReplaceAll(q, "@schema@.", "")
 	q = strings.ReplaceAll(q, "@now@", sqliteNow)
 	q = macroAfter.ReplaceAllString(q, "("+sqliteNow+" + ${1} * 1000)")
