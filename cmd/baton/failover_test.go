@@ -172,9 +172,9 @@ func scriptLines(t *testing.T, path string) [][]string {
 // The failover takes longer than a lease's TTL (2 s), as a real one does
 // (Patroni's leader key lives 30 s): the commits that asynchronous
 // replication loses may include a lease's acquisition, and only a holder
-// whose trust window has ended by then is sure to have stopped. Tokens
-// across the failover are the epoch's business (see docs/FAILOVER.md), not
-// checked here.
+// whose trust window has ended by then is sure to have stopped. Every token
+// after the failover is above every token before it, per job (the new
+// timeline's epoch, docs/FAILOVER.md).
 func TestDaemonFollowsPrimary(t *testing.T) {
 	pair := pgtest.NewPair(t)
 	s := pairStore(pair.DSN())
@@ -326,10 +326,30 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 		}
 	}
 	overlaps := 0
+	killedUp := promotedUp - promoted.Sub(killed).Seconds()
+	maxBefore := map[string]int64{}
 	for _, w := range scriptLines(t, logPath) {
 		if w[0] == "overlap" {
 			overlaps++
 			t.Errorf("overlap: %s token %s started at %s s (pid %s) while another run of the job lived", w[1], w[3], w[4], w[5])
+		}
+		if at, _ := strconv.ParseFloat(w[4], 64); w[0] == "start" && at < killedUp {
+			tok, _ := strconv.ParseInt(w[3], 10, 64)
+			maxBefore[w[1]] = max(maxBefore[w[1]], tok)
+		}
+	}
+	// Tokens after the failover are above every token before it (the epoch
+	// of the new timeline), per job.
+	for _, job := range jobs {
+		if maxBefore[job] == 0 {
+			t.Errorf("%s: no run started before the failover", job)
+		}
+	}
+	for _, w := range scriptLines(t, logPath) {
+		at, _ := strconv.ParseFloat(w[4], 64)
+		tok, _ := strconv.ParseInt(w[3], 10, 64)
+		if w[0] == "start" && at > promotedUp && tok <= maxBefore[w[1]] {
+			t.Errorf("%s: token %d, started after the promotion, is not above %d, started before the failover", w[1], tok, maxBefore[w[1]])
 		}
 	}
 	mu.Lock()
