@@ -431,7 +431,7 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 		case s.ReadAllStats:
 			role = "pg_read_all_stats"
 		}
-		fmt.Fprintf(tw, "\nserver\t%s (through --%s)\n", s.DSN, s.Via)
+		fmt.Fprintf(tw, "\nserver\t%s (through --%s, at %s)\n", s.DSN, s.Via, s.Address)
 		if s.Kind == postgres.KindPgBouncerConsole {
 			fmt.Fprintf(tw, "\t%s admin console (database %s), not a PostgreSQL server\n", s.Version, s.Database)
 		}

@@ -75,9 +75,13 @@ func TestMultiHostDSN(t *testing.T) {
 				t.Errorf("baton status --json does not show the run of multi-host:\n%s", r.stdout)
 			}
 			// doctor pg: 0 OK or 1 WARNING; 3 would say it reached no server.
+			// It examines the primary, and says so.
 			r = s.run(t, "doctor", "pg")
 			if r.code > 1 {
 				t.Errorf("baton doctor pg: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			if at := fmt.Sprintf("at 127.0.0.1:%d)", pair.Primary.Port()); !strings.Contains(r.stdout, at) {
+				t.Errorf("baton doctor pg does not say it examined the primary (%q):\n%s", at, r.stdout)
 			}
 			if strings.Contains(r.stdout+r.stderr, "s3cret") {
 				t.Errorf("baton doctor pg shows the password:\n%s%s", r.stdout, r.stderr)
