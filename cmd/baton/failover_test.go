@@ -168,8 +168,9 @@ func scriptLines(t *testing.T, path string) [][]string {
 // 5): two daemons, a relay and a loop of 'baton run --wait' share a
 // multi-host DSN; the primary dies and the standby, streaming until then,
 // is promoted. Without anyone's help the daemons go on running and
-// recording ticks on the new primary, the relay delivers an event enqueued
-// after the failover, a 'baton run --wait' started after it completes,
+// recording ticks on the new primary (and one's /readyz, on a pool of its
+// own, is ready again), the relay delivers an event enqueued after the
+// failover, a 'baton run --wait' started after it completes,
 // and no job ever ran twice at once, as the commands themselves record it
 // (a kernel flock held for the whole run; a refused one is an overlap).
 //
@@ -187,7 +188,23 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 	}
 	config, logPath := fleetJobs(t, []string{"0.3", "1.5"})
 	jobs := []string{"chaos-0", "chaos-1"}
-	daemons := []*daemonProc{s.startDaemon(t, "d1", config), s.startDaemon(t, "d2", config)}
+	// d1 serves /readyz, which reads through the HTTP server's own pool.
+	addr := freeAddr(t)
+	daemons := []*daemonProc{s.startDaemon(t, "d1", config, "--http", addr), s.startDaemon(t, "d2", config)}
+	ready := func(within time.Duration) {
+		t.Helper()
+		for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+			code, body := get(t, "http://"+addr+"/readyz", nil)
+			if code == 200 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz of d1 not ready within %s: %d %s", within, code, body)
+			}
+		}
+	}
+	waitHTTP(t, "http://"+addr, daemons[0])
+	ready(time.Minute)
 
 	rcv := newEventReceiver(t, 0)
 	relay, relayOut := s.startLogged(t, "relay", "relay", "--sink", rcv.url, "--poll", "200ms", "--claim-ttl", "3s", "--timeout", "1s", "--log-format", "json")
@@ -291,6 +308,7 @@ func TestDaemonFollowsPrimary(t *testing.T) {
 	}
 	enqueue("after")
 	delivered("after", 2*time.Minute)
+	ready(2 * time.Minute)
 	// A 'baton run --wait' begun after the promotion completes.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		mu.Lock()
