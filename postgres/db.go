@@ -93,10 +93,35 @@ type DB struct {
 	sqlDB   *sql.DB
 }
 
-// IsDSN reports whether s selects PostgreSQL.
+// IsDSN reports whether s selects PostgreSQL: a postgres:// or
+// postgresql:// URL, or a keyword/value string as libpq takes it, which
+// begins with a keyword and '=' and names where to connect (host, hostaddr,
+// port, dbname, user or service), as in "host=db1,db2 dbname=app". Either
+// may list several hosts (see the README, PostgreSQL connections).
 func IsDSN(s string) bool {
-	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		return true
+	}
+	first := kvKey().FindStringSubmatch(s)
+	if first == nil || first[0] != s[:len(first[0])] {
+		return false
+	}
+	for _, m := range kvKey().FindAllStringSubmatch(s, -1) {
+		switch m[1] {
+		case "host", "hostaddr", "port", "dbname", "user", "service":
+			return true
+		}
+	}
+	return false
 }
+
+// kvKey finds the keywords of a keyword/value string, a word of lower-case
+// letters and '_' followed by '=' at the start or after white space.
+var kvKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?:^|\s)\s*([a-z_]+)\s*=`) })
+
+// DSNForms names the forms IsDSN accepts, for a message that refuses
+// another.
+const DSNForms = "want a URL (postgres://… or postgresql://…) or keyword/value settings (host=… dbname=…)"
 
 // validSchema accepts plain lower-case identifiers, which need no quoting
 // rules to be spliced into SQL. (No regexp: package-level regexps are
@@ -279,6 +304,9 @@ func RedactDSN(dsn string) string {
 	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
+			if r, ok := rewriteSecrets(dsn, func(string) (string, bool) { return "xxxxx", true }); ok {
+				return r
+			}
 			return "(unparsable URL)"
 		}
 		if _, has := u.User.Password(); has {
@@ -310,7 +338,8 @@ func WithoutPassword(dsn string) string {
 	}
 	u, err := url.Parse(dsn)
 	if err != nil {
-		return ""
+		r, _ := rewriteSecrets(dsn, func(string) (string, bool) { return "", false })
+		return r
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.User(u.User.Username())
@@ -329,12 +358,68 @@ func WithoutPassword(dsn string) string {
 	return u.String()
 }
 
+// rewriteSecrets rewrites the secrets of a URL DSN that net/url refuses but
+// pgx (like libpq) takes: a list of hosts whose ports are not all given
+// (postgres://db1:5432,db2/app) or of IPv6 addresses
+// ([::1]:5432,[::2]:5432). Each secret, the userinfo's password and any
+// password parameter, is replaced by what with gives, or removed (with its
+// ':' or parameter) when with says false. The userinfo ends at the first '@'
+// before any '/', as pgx reads it; a URL with another '@' before its query
+// is not rewritten (ok false), since where its password ends is unclear.
+func rewriteSecrets(dsn string, with func(old string) (string, bool)) (out string, ok bool) {
+	scheme, rest, found := strings.Cut(dsn, "://")
+	if !found {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(scheme + "://")
+	if i := strings.IndexAny(rest, "@/"); i >= 0 && rest[i] == '@' {
+		user, pw, has := strings.Cut(rest[:i], ":")
+		b.WriteString(user)
+		if has {
+			if v, keep := with(pw); keep {
+				b.WriteString(":" + v)
+			}
+		}
+		b.WriteString("@")
+		rest = rest[i+1:]
+	}
+	hostsPath, query, hasQuery := strings.Cut(rest, "?")
+	if strings.Contains(hostsPath, "@") {
+		return "", false
+	}
+	b.WriteString(hostsPath)
+	if hasQuery {
+		var kept []string
+		for _, kv := range strings.Split(query, "&") {
+			k, v, _ := strings.Cut(kv, "=")
+			if isPasswordKey(k) {
+				nv, keep := with(v)
+				if !keep {
+					continue
+				}
+				kv = k + "=" + nv
+			}
+			kept = append(kept, kv)
+		}
+		if len(kept) > 0 {
+			b.WriteString("?" + strings.Join(kept, "&"))
+		}
+	}
+	return b.String(), true
+}
+
+// Secrets are the passwords of a URL DSN as they may appear in a message,
+// for a caller that hides them in text of its own (the HTTP server's).
+func Secrets(dsn string) []string { return passwords(dsn) }
+
 // isPasswordKey says whether a DSN parameter holds a secret: password, and
 // sslpassword (the client key's passphrase).
 func isPasswordKey(k string) bool { return strings.Contains(strings.ToLower(k), "password") }
 
 // passwords lists the secrets of a URL DSN as they may appear in a
-// message: each as written in the DSN and decoded.
+// message: each as written in the DSN and decoded. (A keyword/value
+// password is hidden by its keyword, see redactSecrets.)
 func passwords(dsn string) []string {
 	var out []string
 	add := func(s ...string) {
@@ -354,7 +439,10 @@ func passwords(dsn string) []string {
 		if pw, ok := u.User.Password(); ok {
 			add(pw, url.QueryEscape(pw), url.PathEscape(pw))
 		}
-		for _, kv := range strings.Split(u.RawQuery, "&") {
+	}
+	if _, query, ok := strings.Cut(dsn, "?"); ok && strings.Contains(dsn, "://") {
+		// Read here, not from net/url, which refuses some multi-host URLs.
+		for _, kv := range strings.Split(query, "&") {
 			k, v, _ := strings.Cut(kv, "=")
 			if isPasswordKey(k) {
 				add(v)
@@ -445,6 +533,13 @@ func (db *DB) translate(err error, what string) error {
 			// PgBouncer refuses startup parameters it does not know: a
 			// configuration to fix, not an outage to wait out.
 			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see the README, PostgreSQL connections)", db.dsn, pgErr.Message)
+		case pgErr.Code == sqlStateReadOnly:
+			// A standby (a DSN naming it alone, or without
+			// target_session_attrs=read-write), or a primary being demoted:
+			// a failover in progress, or a DSN to fix. Either way the store
+			// may take writes again (the pool's next connection may reach
+			// the new primary), so it is waited for, never a job's failure.
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is read-only, a standby (%s): during a failover this passes once a new primary is reachable; otherwise list every host of the cluster in the DSN with target_session_attrs=read-write (see the README, PostgreSQL connections)", db.dsn, what)
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)
@@ -469,6 +564,10 @@ func (db *DB) translate(err error, what string) error {
 	}
 	return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 }
+
+// sqlStateReadOnly is read_only_sql_transaction: "cannot execute INSERT in
+// a read-only transaction", a write sent to a standby.
+const sqlStateReadOnly = "25006"
 
 // refusal is PostgreSQL's refusal to let baton in that waiting will not
 // change: a login refused (SQLSTATE class 28) or a database that does not

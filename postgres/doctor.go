@@ -121,6 +121,9 @@ type ConnReport struct {
 type ConnServer struct {
 	DSN string `json:"dsn"` // password redacted
 	Via string `json:"via"` // "db" or "reserved-db": which URL connected
+	// Address is where the connection went (host:port, or a socket's
+	// path): of a DSN with several hosts, the one that took it.
+	Address string `json:"address"`
 	// Kind is what answered: "postgresql", or "pgbouncer-console" for
 	// PgBouncer's admin console (database "pgbouncer"), which has no
 	// catalogs to read; then Version is the bouncer's ("PgBouncer 1.18.0")
@@ -538,7 +541,7 @@ func (d *doctor) connect(ctx context.Context) *pgx.Conn {
 		}
 		conn, err := d.dial(ctx, try.dsn)
 		if err == nil {
-			d.r.Server = &ConnServer{DSN: RedactDSN(try.dsn), Via: try.via, Kind: KindPostgreSQL}
+			d.r.Server = &ConnServer{DSN: RedactDSN(try.dsn), Via: try.via, Kind: KindPostgreSQL, Address: conn.PgConn().Conn().RemoteAddr().String()}
 			return conn
 		}
 		f := describeConnectError(err, try.dsn)

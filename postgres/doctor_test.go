@@ -55,7 +55,7 @@ func pid(t testing.TB, conn *pgx.Conn) int {
 // withUser returns dsn connecting as user with password, in either form.
 func withUser(t testing.TB, dsn, user, password string) string {
 	t.Helper()
-	if postgres.IsDSN(dsn) {
+	if strings.Contains(dsn, "://") {
 		u, err := url.Parse(dsn)
 		if err != nil {
 			t.Fatal(err)
@@ -727,7 +727,7 @@ func TestDoctorJSONKeys(t *testing.T) {
 		want []string
 	}{
 		"budget":  {r.Budget, []string{"database_limits", "free", "in_use", "in_use_percent", "max_connections", "reserve_members", "reserved_connections", "role_limits", "superuser_reserved_connections", "superusers", "usable"}},
-		"server":  {r.Server, []string{"database", "dsn", "kind", "pid", "read_all_stats", "superuser", "system_id", "user", "version", "version_num", "via"}},
+		"server":  {r.Server, []string{"address", "database", "dsn", "kind", "pid", "read_all_stats", "superuser", "system_id", "user", "version", "version_num", "via"}},
 		"holders": {r.Holders, []string{"by_application", "by_client_addr", "by_database", "by_state", "by_user", "hidden"}},
 		"pins":    {r.Pins, []string{"advisory_locks", "hidden", "idle_in_transaction", "long_transactions"}},
 		"replication": {r.Replication, []string{"hidden", "loss_seconds", "lsn", "meaning", "mode", "receive_lsn", "role", "standbys",

@@ -122,6 +122,11 @@ func fenceError(err error, name string, token int64) error {
 	code := baton.EUNAVAILABLE
 	if pgErr != nil {
 		code = baton.EINTERNAL
+		switch pgErr.Code {
+		case sqlStateReadOnly, "53300", "57P01", "57P02", "57P03":
+			// A standby (a failover in progress), or a server going away.
+			code = baton.EUNAVAILABLE
+		}
 		if pgErr.Code == "42883" || pgErr.Code == "3F000" || pgErr.Code == "42P01" {
 			return baton.Errorf(baton.EINVALID, "fencing %s: the fence is not installed in this database (run baton migrate --fence-only): %s", name, pgErr.Message)
 		}

@@ -151,9 +151,52 @@ func TestRedactDSN(t *testing.T) {
 		"host=h password=secret user=u":     "host=h password=xxxxx user=u",
 		"host=h password='se cret' user=u":  "host=h password=xxxxx user=u",
 		"postgresql://h/db":                 "postgresql://h/db",
+		// Multi-host, in forms that net/url refuses and pgx takes.
+		"postgres://u:secret@h1:5432,h2/db?target_session_attrs=read-write&password=secret": "postgres://u:xxxxx@h1:5432,h2/db?target_session_attrs=read-write&password=xxxxx",
+		"postgres://u:secret@[::1]:5432,[::2]:5433/db":                                      "postgres://u:xxxxx@[::1]:5432,[::2]:5433/db",
+		"host=h1,h2 port=5432,5433 password=secret target_session_attrs=read-write":         "host=h1,h2 port=5432,5433 password=xxxxx target_session_attrs=read-write",
+		// Where the password ends is unclear: nothing is shown.
+		"postgres://u:se@cret@h1:5432,h2/db": "(unparsable URL)",
 	} {
 		if got := postgres.RedactDSN(in); got != want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A job's BATON_DB keeps every host of a multi-host DSN, whatever its form.
+func TestWithoutPasswordKeepsHosts(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:secret@h1:5432,h2:5433/db?target_session_attrs=read-write":            "postgres://u@h1:5432,h2:5433/db?target_session_attrs=read-write",
+		"postgres://u:secret@h1:5432,h2/db?password=secret&target_session_attrs=read-write": "postgres://u@h1:5432,h2/db?target_session_attrs=read-write",
+		"postgres://u@[::1]:5432,[::2]/db?sslpassword=secret":                               "postgres://u@[::1]:5432,[::2]/db",
+		"host=h1,h2 port=5432,5433 password=secret target_session_attrs=read-write":         "host=h1,h2 port=5432,5433  target_session_attrs=read-write",
+	} {
+		if got := postgres.WithoutPassword(in); got != want {
+			t.Errorf("WithoutPassword(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// IsDSN takes both forms of a connection string, and nothing that is
+// likelier a mistake (a path, a bare name).
+func TestIsDSN(t *testing.T) {
+	for in, want := range map[string]bool{
+		"postgres://h1,h2/db": true,
+		"postgresql://h/db":   true,
+		"host=h1,h2 port=5432,5433 target_session_attrs=read-write": true,
+		" dbname = app":          true,
+		"mysql://h/db":           false,
+		"/var/lib/baton":         false,
+		"app":                    false,
+		"Host=h":                 false,
+		"=h":                     false,
+		"h=x":                    false,
+		"sslmode=disable":        false,
+		"sslmode=disable host=h": true,
+	} {
+		if got := postgres.IsDSN(in); got != want {
+			t.Errorf("IsDSN(%q) = %v, want %v", in, got, want)
 		}
 	}
 }

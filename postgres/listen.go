@@ -25,9 +25,14 @@ func (db *DB) ListenOutbox(ctx context.Context, log *slog.Logger) <-chan struct{
 	go func() {
 		backoff := time.Second
 		for ctx.Err() == nil {
-			err := db.listen(ctx, cfg, want, wake)
+			listened, err := db.listen(ctx, cfg, want, wake)
 			if ctx.Err() != nil {
 				return
+			}
+			if listened {
+				// A connection that worked was lost (a restart, a
+				// failover): try again soon, whatever came before.
+				backoff = time.Second
 			}
 			if log != nil {
 				log.Warn("LISTEN connection lost; polling until it is back", "err", redactErr(err, db.dsn), "retry_in", backoff)
@@ -43,21 +48,23 @@ func (db *DB) ListenOutbox(ctx context.Context, log *slog.Logger) <-chan struct{
 	return wake
 }
 
-func (db *DB) listen(ctx context.Context, cfg *pgx.ConnConfig, want string, wake chan struct{}) error {
+// listen holds one LISTEN connection until it is lost; listened says it
+// was made.
+func (db *DB) listen(ctx context.Context, cfg *pgx.ConnConfig, want string, wake chan struct{}) (listened bool, err error) {
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "listen "+OutboxChannel); err != nil {
-		return err
+		return false, err
 	}
 	// Events may have come while this connection was away.
 	signal(wake)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
-			return err
+			return true, err
 		}
 		if n.Payload == want {
 			signal(wake)

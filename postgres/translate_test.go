@@ -17,6 +17,7 @@ func TestTranslateRetryable(t *testing.T) {
 		"23505": baton.ECONFLICT,
 		"BF001": baton.EFENCED,
 		"BF003": baton.EFENCED,
+		"25006": baton.EUNAVAILABLE, // a standby: a failover in progress
 		"42P01": baton.EINTERNAL,
 	} {
 		err := &pgconn.PgError{Code: code, Message: "something"}

@@ -184,7 +184,11 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
 		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())
-	if err := d.Load(ctx, file.Jobs); err != nil {
+	// Publishing is the daemon's first write: a store that is away, or a
+	// standby until a failover ends, is waited for (--db-wait), as opening
+	// it was.
+	err = c.store.retryUnavailable(ctx, c.env, "publishing the jobs", func() error { return d.Load(ctx, file.Jobs) })
+	if err != nil {
 		return err
 	}
 	// Parsing a large job file is the daemon's peak of memory; give it back

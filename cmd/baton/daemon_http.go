@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -302,15 +301,7 @@ func schemaCurrent(have, want int, err error) error {
 // or logs, as a second line of defence behind the store adapters' own
 // redaction.
 func redactor(dsn string) func(string) string {
-	var secrets []string
-	if u, err := url.Parse(dsn); err == nil && dsn != "" {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			secrets = append(secrets, pw, url.QueryEscape(pw), url.PathEscape(pw))
-		}
-		if pw := u.Query().Get("password"); pw != "" {
-			secrets = append(secrets, pw, url.QueryEscape(pw))
-		}
-	}
+	secrets := postgres.Secrets(dsn)
 	return func(s string) string {
 		for _, pw := range secrets {
 			s = strings.ReplaceAll(s, pw, "xxxxx")

@@ -353,9 +353,9 @@ func (f *pgFlags) options(dsn string) (postgres.ConnOptions, error) {
 	case dsn == "":
 		return o, baton.Invalid("--db", "missing: name the server with --db URL or $BATON_DB")
 	case !postgres.IsDSN(dsn):
-		return o, baton.Invalid("--db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(dsn))
+		return o, baton.Invalid("--db", "%q is not a PostgreSQL connection string: %s", postgres.RedactDSN(dsn), postgres.DSNForms)
 	case f.reservedDB != "" && !postgres.IsDSN(f.reservedDB):
-		return o, baton.Invalid("--reserved-db", "%q is not a PostgreSQL URL: want postgres://… or postgresql://…", postgres.RedactDSN(f.reservedDB))
+		return o, baton.Invalid("--reserved-db", "%q is not a PostgreSQL connection string: %s", postgres.RedactDSN(f.reservedDB), postgres.DSNForms)
 	case f.connectTimeout <= 0:
 		return o, baton.Invalid("--connect-timeout", "must be positive, got %s", f.connectTimeout)
 	case f.warn <= 0 || f.warn > 100:
@@ -431,7 +431,7 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 		case s.ReadAllStats:
 			role = "pg_read_all_stats"
 		}
-		fmt.Fprintf(tw, "\nserver\t%s (through --%s)\n", s.DSN, s.Via)
+		fmt.Fprintf(tw, "\nserver\t%s (through --%s, at %s)\n", s.DSN, s.Via, s.Address)
 		if s.Kind == postgres.KindPgBouncerConsole {
 			fmt.Fprintf(tw, "\t%s admin console (database %s), not a PostgreSQL server\n", s.Version, s.Database)
 		}

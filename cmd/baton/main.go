@@ -168,7 +168,7 @@ Commands:
 	fmt.Fprint(w, `  version   print baton's version
 
 Store: the local store (flock files, one host) unless --db or BATON_DB
-names a PostgreSQL database (postgres://… or postgresql://…).
+names a PostgreSQL database (postgres://… URL, or host=… dbname=…).
 
 Run 'baton COMMAND --help' for a command's flags and exit statuses.
 `)

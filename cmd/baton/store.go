@@ -41,7 +41,7 @@ type storeFlags struct {
 var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
 func (f *storeFlags) register(fs *flagSet) {
-	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `URL` (postgres://… or postgresql://…) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")
+	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `DSN` (postgres://… URL or host=… dbname=…; several hosts with target_session_attrs=read-write follow a failover) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")
 	fs.StringVar(&f.schema, "schema", "", "PostgreSQL schema holding baton's tables (default $BATON_SCHEMA, else "+postgres.DefaultSchema+")")
 	fs.StringVar(&f.lockDir, "lock-dir", "", "local store: directory of lock files (default $BATON_LOCK_DIR, else "+flock.HostDir+" for host scope, $XDG_STATE_HOME/baton/locks for user scope)")
 	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
@@ -220,7 +220,7 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 	}
 	if dsn != "" {
 		if !postgres.IsDSN(dsn) {
-			return nil, baton.Invalid(field, "%q is not a PostgreSQL URL: want postgres://… or postgresql://…, or leave --db and BATON_DB unset for the local store", postgres.RedactDSN(dsn))
+			return nil, baton.Invalid(field, "%q is not a PostgreSQL connection string: %s, or leave --db and BATON_DB unset for the local store", postgres.RedactDSN(dsn), postgres.DSNForms)
 		}
 		schema := f.schema
 		if schema == "" {

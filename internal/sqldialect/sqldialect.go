@@ -148,6 +148,8 @@ func Translate(err error, d Dialect, what string) error {
 		return baton.Wrap(baton.EINVALID, err, "%s", what)
 	case code == "53300", strings.HasPrefix(code, "08"), strings.HasPrefix(code, "57P0"):
 		return baton.Wrap(baton.EUNAVAILABLE, err, "%s", what)
+	case code == "25006": // read_only_sql_transaction: a standby, until a failover ends; see postgres.DB's translate
+		return baton.Wrap(baton.EUNAVAILABLE, err, "%s: PostgreSQL is read-only (a standby): a failover in progress, or a DSN without target_session_attrs=read-write", what)
 	case code != "":
 		return baton.Wrap(baton.EINTERNAL, err, "%s", what)
 	}

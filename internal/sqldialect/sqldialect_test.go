@@ -66,6 +66,7 @@ func TestTranslate(t *testing.T) {
 		{pgErr("BF001"), baton.EFENCED},   // baton.fence: stale token
 		{pgErr("BF003"), baton.EFENCED},   // baton.fence_lease: token never issued
 		{pgErr("53300"), baton.EUNAVAILABLE},
+		{pgErr("25006"), baton.EUNAVAILABLE}, // a standby: a failover in progress
 		{pgErr("08006"), baton.EUNAVAILABLE},
 		{pgErr("57P01"), baton.EUNAVAILABLE},
 		{pgErr("42P01"), baton.EINTERNAL},
