@@ -225,7 +225,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 		}
 		defer trust.close()
-		extra = append(extra, trust.f)
+		extra = append(extra, trust.F)
 		guardArgs = append(guardArgs, "--trust")
 	}
 	if s.AdoptOrphans {
