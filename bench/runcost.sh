@@ -11,6 +11,7 @@
 #
 # Usage:  bench/runcost.sh            (from anywhere inside the repo)
 # Env:    JOBS=20  WINDOW=30 (seconds)  DB=   (DB: a PostgreSQL URL; empty: the local store)
+#         BATON_BIN=PATH  (measure that binary instead of building this tree)
 set -euo pipefail
 
 JOBS=${JOBS:-20}
@@ -30,9 +31,14 @@ trap 'exit 130' INT TERM
 
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
-echo "--- building baton at $rev" >&2
-go build -o "$tmp/baton" ./cmd/baton
-baton="$tmp/baton"
+if [ -n "${BATON_BIN:-}" ]; then # a baton built elsewhere, e.g. at another commit
+  baton=$(realpath "$BATON_BIN")
+  rev="$($baton version | cut -d' ' -f2-) ($BATON_BIN)"
+else
+  echo "--- building baton at $rev" >&2
+  go build -o "$tmp/baton" ./cmd/baton
+  baton="$tmp/baton"
+fi
 mkdir "$tmp/locks"
 store=(--lock-dir "$tmp/locks")
 [ -z "$DB" ] || store=(--db "$DB")
