@@ -7,7 +7,7 @@
 # for both) and the ratio.
 #
 # Usage:  bench/overhead.sh          (from anywhere inside the repo)
-# Env:    BLOCKS=10  RUNS=100
+# Env:    BLOCKS=10  RUNS=100  BATON_BIN=PATH (measure that binary instead of building this tree)
 set -euo pipefail
 
 BLOCKS=${BLOCKS:-10}
@@ -23,9 +23,14 @@ trap 'exit 130' INT TERM
 
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
-echo "--- building baton at $rev" >&2
-go build -o "$tmp/baton" ./cmd/baton
-baton="$tmp/baton"
+if [ -n "${BATON_BIN:-}" ]; then # a baton built elsewhere, e.g. at another commit
+  baton=$(realpath "$BATON_BIN")
+  rev="$($baton version | cut -d' ' -f2-) ($BATON_BIN)"
+else
+  echo "--- building baton at $rev" >&2
+  go build -o "$tmp/baton" ./cmd/baton
+  baton="$tmp/baton"
+fi
 mkdir "$tmp/locks"
 lockfile="$tmp/flock.lock"
 truebin=$(command -v true) # the same external true for both; not the builtin

@@ -2,15 +2,17 @@
 // parent and start time from /proc/PID/stat, and its argv. One parser, for
 // the supervisor (the job's process tree) and the local store (who holds a
 // lock, and whether that holder still lives).
+//
+// The guard of every run imports it, and starts before the heavy packages of
+// the binary initialise only while its imports are the few that every Go
+// program initialises first (see package supervise/guard): so no fmt,
+// strings or bytes here, but the small helpers at the end.
 package procfs
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
-	"strings"
 )
 
 // Stat is what baton reads of /proc/PID/stat.
@@ -28,26 +30,29 @@ func (s Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
 // is the executable's name as the process set it, and may hold spaces and
 // parentheses, so the fields are counted after the last ')'.
 func ParseStat(b []byte) (Stat, error) {
-	i := bytes.LastIndexByte(b, ')')
+	i := len(b) - 1
+	for i >= 0 && b[i] != ')' {
+		i--
+	}
 	if i < 0 {
 		return Stat{}, errors.New("no ')' after the command name")
 	}
-	f := strings.Fields(string(b[i+1:]))
+	f := fields(b[i+1:])
 	// f[0] is field 3 (state), so field n is f[n-3].
 	if len(f) < 22-3+1 || len(f[0]) != 1 {
-		return Stat{}, fmt.Errorf("%d fields after the command name, want at least 20", len(f))
+		return Stat{}, errors.New(strconv.Itoa(len(f)) + " fields after the command name, want at least 20")
 	}
 	ppid, err := strconv.Atoi(f[4-3])
 	if err != nil {
-		return Stat{}, fmt.Errorf("ppid: %w", err)
+		return Stat{}, fieldError{"ppid", err}
 	}
 	pgrp, err := strconv.Atoi(f[5-3])
 	if err != nil {
-		return Stat{}, fmt.Errorf("pgrp: %w", err)
+		return Stat{}, fieldError{"pgrp", err}
 	}
 	ticks, err := strconv.ParseUint(f[22-3], 10, 64)
 	if err != nil {
-		return Stat{}, fmt.Errorf("starttime: %w", err)
+		return Stat{}, fieldError{"starttime", err}
 	}
 	return Stat{State: f[0][0], PPID: ppid, PGRP: pgrp, StartTicks: ticks}, nil
 }
@@ -69,11 +74,11 @@ func Argv(pid int) []string {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil || len(b) == 0 {
 		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil {
-			return []string{"[" + strings.TrimSpace(string(comm)) + "]"}
+			return []string{"[" + string(trim(comm, " \t\n", true)) + "]"}
 		}
 		return nil
 	}
-	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	return split(trim(b, "\x00", false), 0)
 }
 
 // HasEnv reports whether a process's environment, as it was at exec, holds
@@ -84,10 +89,73 @@ func HasEnv(pid int, kv string) bool {
 	if err != nil {
 		return false
 	}
-	for v := range bytes.SplitSeq(b, []byte{0}) {
-		if string(v) == kv {
+	for _, v := range split(b, 0) {
+		if v == kv {
 			return true
 		}
 	}
 	return false
+}
+
+// fieldError is a field of /proc/PID/stat that does not parse.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e fieldError) Unwrap() error { return e.err }
+
+// fields splits b at runs of spaces and newlines (as strings.Fields does
+// for what /proc/PID/stat holds after the command name).
+func fields(b []byte) []string {
+	var out []string
+	start := -1
+	for i, c := range b {
+		space := c == ' ' || c == '\n' || c == '\t'
+		switch {
+		case space && start >= 0:
+			out = append(out, string(b[start:i]))
+			start = -1
+		case !space && start < 0:
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, string(b[start:]))
+	}
+	return out
+}
+
+// split splits b at every sep, keeping empty parts.
+func split(b []byte, sep byte) []string {
+	var out []string
+	start := 0
+	for i, c := range b {
+		if c == sep {
+			out = append(out, string(b[start:i]))
+			start = i + 1
+		}
+	}
+	return append(out, string(b[start:]))
+}
+
+// trim removes the bytes in cut from the end of b, and from its start too
+// if both.
+func trim(b []byte, cut string, both bool) []byte {
+	in := func(c byte) bool {
+		for i := 0; i < len(cut); i++ {
+			if cut[i] == c {
+				return true
+			}
+		}
+		return false
+	}
+	for len(b) > 0 && in(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	for both && len(b) > 0 && in(b[0]) {
+		b = b[1:]
+	}
+	return b
 }

@@ -9,7 +9,7 @@ import (
 
 func NewTrustCell(until time.Time) (*trustCell, error) { return newTrustCell(until) }
 
-func (c *trustCell) File() *os.File      { return c.f }
+func (c *trustCell) File() *os.File      { return c.F }
 func (c *trustCell) Set(until time.Time) { c.set(until) }
 func (c *trustCell) Close()              { c.close() }
 

@@ -14,6 +14,11 @@
 //	       │                (Pdeathsig), killing the whole tree as it goes
 //	       └─ COMMAND …     in its own process group, with BATON_* set
 //
+// The guard's code is package supervise/guard, which keeps to the packages
+// every Go program initialises first, so that a binary that blank-imports
+// supervise/guardinit starts its guards before the rest of it initialises
+// (a guard starts once per run).
+//
 // The lease is released only when the guard reports that the whole tree is
 // gone. For the local store the guard also holds a copy of the lock's
 // descriptor (never the command), so even when baton is SIGKILLed the lock
@@ -225,7 +230,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 		}
 		defer trust.close()
-		extra = append(extra, trust.f)
+		extra = append(extra, trust.F)
 		guardArgs = append(guardArgs, "--trust")
 	}
 	if s.AdoptOrphans {

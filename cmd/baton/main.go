@@ -17,6 +17,9 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/supervise"
+	// The guard of each run starts here, before the rest of baton
+	// initialises (see the package's doc).
+	_ "github.com/batonhq/baton/supervise/guardinit"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,0 +1,93 @@
+package main_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/batonhq/baton/supervise"
+)
+
+// heavyInits are packages of baton's whose initialisation the guard of a
+// run does not need, and pays once per run if it waits for them.
+var heavyInits = []string{
+	"github.com/prometheus/client_golang/prometheus",
+	"github.com/nats-io/",
+	"modernc.org/libc",
+	"modernc.org/sqlite",
+	"google.golang.org/protobuf",
+	"encoding/gob",
+	"crypto/internal/fips140/",
+}
+
+// initTrace runs the real binary with GODEBUG=inittrace=1 and returns the
+// packages whose initialisation it reported, in order, and its exit status.
+func initTrace(t *testing.T, extra []*os.File, args ...string) ([]string, int) {
+	t.Helper()
+	cmd := exec.Command(batonBin, args...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.ExtraFiles = extra
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 2 && f[0] == "init" {
+			pkgs = append(pkgs, f[1])
+		}
+	}
+	return pkgs, code
+}
+
+func heavy(pkgs []string) []string {
+	var out []string
+	for _, p := range pkgs {
+		for _, h := range heavyInits {
+			if strings.HasPrefix(p, h) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// TestGuardStartsBeforeHeavyInits: the guard (baton re-executed once per
+// run) runs its command before the binary's heavy packages initialise;
+// `baton version`, which takes the ordinary path, shows they are there.
+func TestGuardStartsBeforeHeavyInits(t *testing.T) {
+	// The control: the ordinary path initialises them all.
+	pkgs, code := initTrace(t, nil, "version")
+	if code != 0 || len(heavy(pkgs)) == 0 {
+		t.Fatalf("baton version (status %d) initialised none of %q; inittrace saw %d packages", code, heavyInits, len(pkgs))
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	dir := t.TempDir()
+	pkgs, code = initTrace(t, []*os.File{w}, supervise.GuardCommand, "--ppid", strconv.Itoa(os.Getpid()),
+		"--path", "/bin/touch", "--", "touch", dir+"/ran")
+	w.Close()
+	report, _ := io.ReadAll(r)
+	if code != 0 || !bytes.Contains(report, []byte(`"done":true,"exit_code":0`)) {
+		t.Fatalf("guard exited %d, reported %s", code, report)
+	}
+	if _, err := os.Stat(dir + "/ran"); err != nil {
+		t.Fatalf("the guard's command did not run: %v", err)
+	}
+	if h := heavy(pkgs); len(h) > 0 {
+		t.Errorf("the guard initialised %q before running its command (%d packages in all): %s", h, len(pkgs), strings.Join(pkgs, " "))
+	}
+}

@@ -1,0 +1,68 @@
+package guard
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+func TestExitCodesMatchBaton(t *testing.T) {
+	if ExitInternal != baton.ExitInternal || ExitLeaseLost != baton.ExitLeaseLost {
+		t.Fatalf("guard's exit codes %d, %d; baton's %d, %d", ExitInternal, ExitLeaseLost, baton.ExitInternal, baton.ExitLeaseLost)
+	}
+}
+
+// The supervisor reads the guard's hand-written reports with encoding/json:
+// each must decode to what was written, and match encoding/json's own
+// encoding.
+func TestReportJSON(t *testing.T) {
+	for _, r := range []Report{
+		{},
+		{Started: 4242},
+		{Done: true, ExitCode: 137},
+		{Done: true, ExitCode: 76, TrustExpired: true, Error: "the lease's trust window ended"},
+		{Done: true, Strays: []Process{{PID: 7, Argv: nil}, {PID: 8, Argv: []string{}}, {PID: 9, Argv: []string{"sh", "-c", `echo "a\b" 	x` + "\n\x01\x7f<&>"}}}},
+		{Done: true, Error: "bad utf-8: \xff\xfe, fine: é 世 😀, \u2028"},
+	} {
+		got := r.AppendJSON(nil)
+		var back Report
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		want, _ := json.Marshal(r)
+		var viaJSON Report
+		json.Unmarshal(want, &viaJSON)
+		if !reflect.DeepEqual(back, viaJSON) {
+			t.Errorf("AppendJSON %s decodes to %+v; encoding/json's %s to %+v", got, back, want, viaJSON)
+		}
+		if got[len(got)-1] != '\n' {
+			t.Errorf("%q: want one line, newline-terminated", got)
+		}
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want options
+		ok   bool
+	}{
+		{[]string{"--strays", "kill", "--kill-after", "200ms", "--ppid", "12", "--path", "/bin/true", "--trust", "--", "true", "-x"},
+			options{strays: "kill", killAfter: 200 * time.Millisecond, ppid: 12, path: "/bin/true", trust: true, argv: []string{"true", "-x"}}, true},
+		{[]string{"-ppid=3", "--path=/bin/sh", "sh", "--", "-c"},
+			options{strays: "wait", killAfter: 10 * time.Second, ppid: 3, path: "/bin/sh", argv: []string{"sh", "--", "-c"}}, true},
+		{[]string{"--ppid", "1", "--"}, options{}, false},               // no command
+		{[]string{"--ppid"}, options{}, false},                          // no value
+		{[]string{"--ppid", "x", "--", "true"}, options{}, false},       // not a number
+		{[]string{"--kill-after", "9", "--", "true"}, options{}, false}, // no unit
+		{[]string{"--nope", "1", "--", "true"}, options{}, false},
+	} {
+		got, ok := parseArgs(tc.args)
+		if ok != tc.ok || ok && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseArgs(%q) = %+v, %v; want %+v, %v", tc.args, got, ok, tc.want, tc.ok)
+		}
+	}
+}
