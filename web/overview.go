@@ -87,7 +87,7 @@ func (j JobStatus) Failing() bool {
 // LoadOverview reads the overview from the store: jobs (with drift against
 // every running daemon's file), daemons, leases and, when ob is not nil,
 // the outbox's backlog. With timelines, each job gets its last 24 h of
-// ticks too (one query per job).
+// ticks too (one statement for all jobs; see loadTimelines).
 func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox, timelines bool) (*Overview, error) {
 	jobs, err := sched.Jobs(ctx)
 	if err != nil {
@@ -116,13 +116,15 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	if o.Leases == nil {
 		o.Leases = []baton.Lease{}
 	}
+	var tls map[string]*Timeline
+	if timelines {
+		if tls, err = loadTimelines(ctx, sched, jobs, now, overviewSlots); err != nil {
+			return nil, err
+		}
+	}
 	for _, dj := range jobs {
 		js := jobStatus(dj, daemons, now)
-		if timelines {
-			if js.Timeline, err = loadTimeline(ctx, sched, dj, now, overviewSlots); err != nil {
-				return nil, err
-			}
-		}
+		js.Timeline = tls[dj.Job.Name]
 		o.Jobs = append(o.Jobs, js)
 	}
 	if ob != nil {

@@ -86,21 +86,7 @@ func severity(outcome string) int {
 // about as many as the schedule makes in the window, so a job every hour
 // costs a couple of dozen rows.
 func loadTimeline(ctx context.Context, sched *scheduler.Store, dj baton.DefinedJob, now time.Time, slots int) (*Timeline, error) {
-	limit := 200
-	if c, err := scheduler.Compile(dj.Job); err == nil {
-		// The shortest of the first gaps estimates the count without
-		// walking a busy schedule's every instant.
-		gap := TimelineWindow
-		t := c.Next(now.Add(-TimelineWindow))
-		for range 8 {
-			u := c.Next(t)
-			if t.IsZero() || u.IsZero() {
-				break
-			}
-			gap, t = min(gap, u.Sub(t)), u
-		}
-		limit = int(min(int64(TimelineWindow/max(gap, time.Second))+100, maxTimelineTicks)) // room for manual and backfill ticks
-	}
+	limit := timelineLimit(dj.Job, now)
 	ticks, err := sched.Ticks(ctx, dj.Job.Name, limit)
 	if err != nil {
 		return nil, err
@@ -110,7 +96,88 @@ func loadTimeline(ctx context.Context, sched *scheduler.Store, dj baton.DefinedJ
 	return tl, nil
 }
 
-func buildTimeline(ticks []baton.TickRecord, now time.Time, slots int) *Timeline {
+// timelineLimit is how many of the job's latest ticks its timeline covers:
+// about as many as its schedule makes in the window, with room for manual
+// and backfill ticks, and at most maxTimelineTicks.
+func timelineLimit(j baton.Job, now time.Time) int {
+	c, err := scheduler.Compile(j)
+	if err != nil {
+		return 200
+	}
+	// The shortest of the first gaps estimates the count without walking
+	// a busy schedule's every instant.
+	gap := TimelineWindow
+	t := c.Next(now.Add(-TimelineWindow))
+	for range 8 {
+		u := c.Next(t)
+		if t.IsZero() || u.IsZero() {
+			break
+		}
+		gap, t = min(gap, u.Sub(t)), u
+	}
+	return int(min(int64(TimelineWindow/max(gap, time.Second))+100, maxTimelineTicks))
+}
+
+// loadTimelines draws the timelines of all jobs from one statement: the
+// store counts every job's ticks of the window by slot and outcome
+// (scheduler.Store.TimelineCounts), instead of a read of each job's ticks.
+// A timeline covers the job's latest timelineLimit ticks, as loadTimeline's
+// does: a job with more ticks than that since the window's start (a burst
+// of manual or backfill ticks) is read on its own, so that every timeline
+// is the one loadTimeline draws.
+func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.DefinedJob, now time.Time, slots int) (map[string]*Timeline, error) {
+	frame := newTimeline(now, slots)
+	counts, err := sched.TimelineCounts(ctx, frame.From, TimelineWindow/time.Duration(slots))
+	if err != nil {
+		return nil, err
+	}
+	byJob := make(map[string][]scheduler.SlotCount, len(jobs))
+	for _, c := range counts {
+		byJob[c.Job] = append(byJob[c.Job], c)
+	}
+	out := make(map[string]*Timeline, len(jobs))
+	newest := make([]time.Time, slots) // of each slot's worst outcome
+	for _, dj := range jobs {
+		cs, limit := byJob[dj.Job.Name], timelineLimit(dj.Job, now)
+		n, oldest := 0, time.Time{}
+		for _, c := range cs {
+			n += c.Count
+			if oldest.IsZero() || c.Oldest.Before(oldest) {
+				oldest = c.Oldest
+			}
+		}
+		if n > limit {
+			if out[dj.Job.Name], err = loadTimeline(ctx, sched, dj, now, slots); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		tl := newTimeline(now, slots)
+		clear(newest)
+		for _, c := range cs {
+			if c.Slot < 0 || c.Slot >= slots {
+				continue // after the window
+			}
+			s := &tl.Slots[c.Slot]
+			if s.Counts == nil {
+				s.Counts = map[string]int{}
+			}
+			s.Counts[c.Key] += c.Count
+			// As buildTimeline, which meets the newest tick first: of
+			// outcomes alike in severity, the newest colours the slot.
+			if s.Worst == "" || severity(c.Key) > severity(s.Worst) ||
+				severity(c.Key) == severity(s.Worst) && c.Newest.After(newest[c.Slot]) {
+				s.Worst, newest[c.Slot] = c.Key, c.Newest
+			}
+		}
+		tl.Partial = n == limit && n > 0 && oldest.After(tl.From)
+		out[dj.Job.Name] = tl
+	}
+	return out, nil
+}
+
+// newTimeline is the window ending after now in empty slots.
+func newTimeline(now time.Time, slots int) *Timeline {
 	width := TimelineWindow / time.Duration(slots)
 	end := now.Truncate(width).Add(width) // the current slot ends after now
 	tl := &Timeline{From: end.Add(-TimelineWindow), To: end, Slots: make([]Slot, slots)}
@@ -118,6 +185,12 @@ func buildTimeline(ticks []baton.TickRecord, now time.Time, slots int) *Timeline
 		tl.Slots[i].From = tl.From.Add(time.Duration(i) * width)
 		tl.Slots[i].To = tl.Slots[i].From.Add(width)
 	}
+	return tl
+}
+
+func buildTimeline(ticks []baton.TickRecord, now time.Time, slots int) *Timeline {
+	width := TimelineWindow / time.Duration(slots)
+	tl := newTimeline(now, slots)
 	for _, t := range ticks {
 		if t.At.Before(tl.From) || !t.At.Before(tl.To) {
 			continue

@@ -11,7 +11,8 @@
 // (the base every fencing token issued now is above: the epoch << 32 in
 // PostgreSQL, see postgres/sql/migrations/0011_token_epoch.sql; 0 in
 // SQLite, which has no failover). PostgreSQL's greatest(a, b) is SQLite's
-// max(a, b). SQLite's parameters
+// max(a, b). @micros(column)@ is an instant column as integer microseconds
+// since the epoch (SQLite stores it so already). SQLite's parameters
 // are written ?n, since its $n are named, not positional.
 //
 // Instants are timestamptz in PostgreSQL and integer microseconds since the
@@ -43,6 +44,7 @@ const (
 var (
 	macroAfter  = regexp.MustCompile(`@after\((\$\d+)\)@`)
 	macroBefore = regexp.MustCompile(`@before\((\$\d+)\)@`)
+	macroMicros = regexp.MustCompile(`@micros\(([\w.]+)\)@`)
 	positional  = regexp.MustCompile(`\$(\d+)`)
 )
 
@@ -57,6 +59,7 @@ func Render(q string, d Dialect, schema string) string {
 		q = strings.ReplaceAll(q, "@now@", "clock_timestamp()")
 		q = macroAfter.ReplaceAllString(q, "(clock_timestamp() + ${1} * interval '1 millisecond')")
 		q = macroBefore.ReplaceAllString(q, "(clock_timestamp() - ${1} * interval '1 millisecond')")
+		q = macroMicros.ReplaceAllString(q, "cast(extract(epoch from ${1}) * 1000000 as bigint)")
 		q = strings.ReplaceAll(q, "@skip_locked@", "for update skip locked")
 		return strings.ReplaceAll(q, "@for_update@", "for update")
 	}
@@ -66,6 +69,7 @@ func Render(q string, d Dialect, schema string) string {
 	q = strings.ReplaceAll(q, "@now@", sqliteNow)
 	q = macroAfter.ReplaceAllString(q, "("+sqliteNow+" + ${1} * 1000)")
 	q = macroBefore.ReplaceAllString(q, "("+sqliteNow+" - ${1} * 1000)")
+	q = macroMicros.ReplaceAllString(q, "${1}")
 	q = strings.ReplaceAll(q, "@skip_locked@", "")
 	q = strings.ReplaceAll(q, "@for_update@", "")
 	return positional.ReplaceAllString(q, "?$1")

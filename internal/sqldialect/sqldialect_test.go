@@ -21,6 +21,16 @@ func TestRender(t *testing.T) {
 	}
 }
 
+func TestRenderMicros(t *testing.T) {
+	q := "select (@micros(t.tick_at)@ - $1) / $2 from @schema@.ticks t"
+	if got, want := Render(q, Postgres, "baton"), "select (cast(extract(epoch from t.tick_at) * 1000000 as bigint) - $1) / $2 from baton.ticks t"; got != want {
+		t.Errorf("postgres:\n%s\nwant\n%s", got, want)
+	}
+	if got, want := Render(q, SQLite, "baton"), "select (t.tick_at - ?1) / ?2 from ticks t"; got != want {
+		t.Errorf("sqlite:\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestParamAndTime(t *testing.T) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.FixedZone("x", 3600))
 	for _, d := range []Dialect{Postgres, SQLite} {

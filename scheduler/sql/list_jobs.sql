@@ -1,4 +1,7 @@
--- Every job with its last ended tick and its last success.
+-- Every job with its last ended tick and its last success. Each subquery
+-- is one probe of an index however long the job's history: the primary
+-- key's newest ended tick, and ticks_succeeded's newest ended_at (before
+-- it, the last success scanned all of a job's ticks).
 select j.name, j.version, j.definition, j.next_tick_at, j.paused, j.paused_note,
        j.defined_by, j.defined_at,
        (select t.outcome from @schema@.ticks t
