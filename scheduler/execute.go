@@ -370,6 +370,9 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 		d.mu.Unlock()
 	}()
 
+	if d.Action != nil {
+		return d.Action(j, t, term), false, nil
+	}
 	env := append([]string{}, d.Env...)
 	for k, v := range j.Env {
 		env = append(env, k+"="+v)

@@ -31,3 +31,8 @@ func (s *Store) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := s.db.ExecContext(ctx, sqldialect.Render(q, s.dialect, s.schema), args...)
 	return err
 }
+
+func (s *Store) ClaimShareAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit, live int) ([]Claim, bool, error) {
+	out, _, capped, err := s.claimShare(ctx, daemon, level, claimTTL, limit, live)
+	return out, capped, err
+}

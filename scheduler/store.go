@@ -307,15 +307,36 @@ type skipKey struct {
 // claimDue is ClaimDue by a daemon of feature level own that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer).
 func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
+	out, missed, _, err := s.claimShare(ctx, daemon, own, claimTTL, limit, 1)
+	return out, missed, err
+}
+
+// claimShare is claimDue by one of live daemons: when more than one is
+// live, it claims at most its share of the jobs due now (rounded up, at
+// least one), so that a few due ticks spread over the fleet rather than
+// going all to the first daemon to poll. capped says the share, not
+// limit, bounded the claim.
+func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit, live int) ([]Claim, map[skipKey]int, bool, error) {
 	var out []Claim
 	var missed map[skipKey]int
+	var capped bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out, missed = out[:0], map[skipKey]int{}
+		out, missed, capped = out[:0], map[skipKey]int{}, false
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own)
+		take := limit
+		if live > 1 {
+			var due int
+			if err := tx.QueryRowContext(ctx, s.query("count_due"), s.ts(now), limit*live, own).Scan(&due); err != nil {
+				return s.translate(err, "counting due jobs")
+			}
+			if share := max(1, (due+live-1)/live); share < limit {
+				take, capped = share, true
+			}
+		}
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), take, own)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -345,6 +366,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		capped = capped && len(jobs) == take
 		var up Uptime
 		if len(jobs) > 0 {
 			oldest := jobs[0].next // claim_jobs orders them by next tick
@@ -390,7 +412,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 	if err != nil {
 		missed = nil // rolled back
 	}
-	return out, missed, err
+	return out, missed, capped, err
 }
 
 // uptime is when daemons ran since after (see Uptime): the claiming daemon
@@ -917,6 +939,13 @@ func (s *Store) Touch(ctx context.Context, id string) (bool, error) {
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
+}
+
+// Live counts the daemons seen within the last within.
+func (s *Store) Live(ctx context.Context, within time.Duration) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.query("count_daemons"), ms(within)).Scan(&n)
+	return n, s.translate(err, "counting daemons")
 }
 
 // Unregister removes a daemon that is stopping.
