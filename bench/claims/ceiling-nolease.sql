@@ -1,8 +1,8 @@
 -- The ceiling of `baton bench claims` without the lease: baton's whole
--- bookkeeping of a tick but the lease, done set-based, 100 ticks at a time in 3 commits (run by
--- pgbench from bench/claims.sh, one client per daemon). The same tables,
--- keys and token expression as baton's: what the daemon's work would cost
--- if each step were one statement for the whole batch.
+-- bookkeeping of a tick but the lease, done set-based, 100 ticks at a time
+-- in 3 commits (run by pgbench from bench/claims.sh, one client per
+-- daemon), on baton's own tables: what the daemon's work would cost if
+-- each step were one statement for the whole batch.
 \set me random(1, 2000000000)
 
 -- 1. Claim: lock up to 100 due jobs, skipping those others hold, record
