@@ -46,8 +46,10 @@ type Daemon struct {
 	// real path (claims, leases, starts, outcomes) without processes.
 	Action func(j baton.Job, t baton.Tick, term *baton.Term) Ending
 
-	live     atomic.Int64 // daemons seen within ClaimTTL, as last counted (at least 1)
-	capped   bool         // the last claim took only this daemon's share of the due jobs
+	starts   *batcher[startCall, startAnswer]   // the runs' starts, recorded in batches
+	finishes *batcher[finishCall, finishAnswer] // … and their outcomes
+	live     atomic.Int64                       // daemons seen within ClaimTTL, as last counted (at least 1)
+	capped   bool                               // the last claim took only this daemon's share of the due jobs
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
 	versions map[string]string    // … and each job's version
@@ -86,6 +88,8 @@ func (d *Daemon) defaults() {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.slots == nil {
+		d.starts = &batcher[startCall, startAnswer]{do: d.Store.startBatch}
+		d.finishes = &batcher[finishCall, finishAnswer]{do: d.Store.finishBatch}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}

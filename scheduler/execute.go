@@ -120,7 +120,8 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
-		ok, err = d.Store.Finish(bg, c.Tick, term.Owner, ending)
+		f := d.finishes.call(finishCall{tick: c.Tick, runID: term.Owner, ending: ending})
+		ok, err = f.ok, f.err
 		if err != nil {
 			log.Error("cannot record the outcome; another daemon retries the tick once this daemon's claim lapses", "err", err, "outcome", ending.Outcome)
 		} else if !ok {
