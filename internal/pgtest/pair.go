@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/testproc"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -81,24 +79,8 @@ func NewPair(t testing.TB) *Pair {
 // another version's refuses the server: a copy taken after a clean
 // shutdown is consistent, and the standby streams from its checkpoint on.
 func (c *cluster) basebackup(primary *cluster) error {
-	var err error
-	if c.cred, err = testproc.PostgresUser("pgtest: standby"); err != nil {
+	if err := c.makeDir("pgtest: standby"); err != nil {
 		return err
-	}
-	dir, err := os.MkdirTemp(tempParent(c.cred != nil), "pgtest-")
-	if err != nil {
-		return fmt.Errorf("pgtest: %v", err)
-	}
-	c.dir = dir
-	c.dataDir = filepath.Join(dir, "data")
-	c.logPath = filepath.Join(dir, "postgres.log")
-	if c.cred != nil {
-		if err := os.Chown(dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
-			return fmt.Errorf("pgtest: %v", err)
-		}
-	}
-	if c.logFd, err = os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
-		return fmt.Errorf("pgtest: %v", err)
 	}
 	if err := primary.stop(syscall.SIGINT); err != nil {
 		return fmt.Errorf("pgtest: stop the primary to copy it: %v", err)
@@ -137,55 +119,44 @@ func (p *Pair) DSN() string {
 		p.Primary.c.port, p.Standby.c.port, superuser)
 }
 
-// Exec runs one statement on the server's database "baton".
-func (s *Server) Exec(t testing.TB, sql string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
+// scan runs one query on the server's database "baton" and scans its row.
+func (s *Server) scan(q string, args []any, dest ...any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.DSN())
 	if err != nil {
-		t.Fatalf("pgtest: %s: %v", s.name, err)
+		return err
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("pgtest: %s: %s: %v", s.name, sql, err)
-	}
+	return conn.QueryRow(ctx, q, args...).Scan(dest...)
 }
 
 // WaitCaughtUp waits until the standby has replayed everything the primary
 // has committed so far.
 func (p *Pair) WaitCaughtUp() {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.Primary.c.dsn("postgres"))
-	if err != nil {
-		p.t.Fatalf("pgtest: primary: %v", err)
-	}
-	defer conn.Close(context.Background())
 	// The insert position, not pg_current_wal_lsn's write position: the
 	// cluster commits asynchronously (synchronous_commit=off), so the last
 	// commits may not be written yet, and the standby gets them once the
 	// WAL writer has flushed them.
 	var target string
-	if err := conn.QueryRow(ctx, "select pg_current_wal_insert_lsn()::text").Scan(&target); err != nil {
+	if err := p.Primary.scan("select pg_current_wal_insert_lsn()::text", nil, &target); err != nil {
 		p.t.Fatalf("pgtest: primary: %v", err)
 	}
+	deadline := time.Now().Add(startTimeout)
 	for {
 		var done bool
-		err := conn.QueryRow(ctx,
-			"select coalesce(bool_or(replay_lsn >= $1::pg_lsn), false) from pg_stat_replication", target).Scan(&done)
-		if err != nil {
+		err := p.Primary.scan("select coalesce(bool_or(replay_lsn >= $1::pg_lsn), false) from pg_stat_replication",
+			[]any{target}, &done)
+		switch {
+		case err != nil:
 			p.t.Fatalf("pgtest: primary: %v", err)
-		}
-		if done {
+		case done:
 			return
-		}
-		select {
-		case <-ctx.Done():
+		case time.Now().After(deadline):
 			p.t.Fatalf("pgtest: the standby did not replay %s within %v\n--- standby log ---\n%s", target, startTimeout, p.Standby.c.logTail())
-		case <-time.After(20 * time.Millisecond):
 		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -220,15 +191,8 @@ func (p *Pair) KillPrimary() {
 // a new timeline.
 func (p *Pair) Promote() {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, p.Standby.c.dsn("postgres"))
-	if err != nil {
-		p.t.Fatalf("pgtest: standby: %v", err)
-	}
-	defer conn.Close(context.Background())
 	var ok bool
-	if err := conn.QueryRow(ctx, "select pg_promote(true, 60)").Scan(&ok); err != nil || !ok {
+	if err := p.Standby.scan("select pg_promote(true, 60)", nil, &ok); err != nil || !ok {
 		p.t.Fatalf("pgtest: promote standby: %v (promoted: %v)\n--- standby log ---\n%s", err, ok, p.Standby.c.logTail())
 	}
 }
@@ -236,15 +200,8 @@ func (p *Pair) Promote() {
 // Timeline is the server's current timeline, read from the WAL file name.
 func (s *Server) Timeline(t testing.TB) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), sqlTimeout)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN())
-	if err != nil {
-		t.Fatalf("pgtest: %s: %v", s.name, err)
-	}
-	defer conn.Close(context.Background())
 	var name string
-	if err := conn.QueryRow(ctx, "select pg_walfile_name(pg_current_wal_lsn())").Scan(&name); err != nil {
+	if err := s.scan("select pg_walfile_name(pg_current_wal_lsn())", nil, &name); err != nil {
 		t.Fatalf("pgtest: %s: %v", s.name, err)
 	}
 	tl, err := strconv.ParseInt(name[:8], 16, 64)

@@ -344,13 +344,13 @@ func versionLess(a, b string) bool {
 	return len(as) < len(bs)
 }
 
-// init creates the temporary directory and runs initdb in it.
-func (c *cluster) init() error {
+// makeDir creates the cluster's temporary directory, owned by the user the
+// server runs as, and opens its log file. who names the step for errors.
+func (c *cluster) makeDir(who string) error {
 	var err error
-	if c.cred, err = testproc.PostgresUser("pgtest: initdb"); err != nil {
+	if c.cred, err = testproc.PostgresUser(who); err != nil {
 		return err
 	}
-
 	// Not t.TempDir: the cluster outlives the test that started it.
 	dir, err := os.MkdirTemp(tempParent(c.cred != nil), "pgtest-")
 	if err != nil {
@@ -368,7 +368,14 @@ func (c *cluster) init() error {
 	if err != nil {
 		return fmt.Errorf("pgtest: %v", err)
 	}
+	return nil
+}
 
+// init creates the temporary directory and runs initdb in it.
+func (c *cluster) init() error {
+	if err := c.makeDir("pgtest: initdb"); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "initdb"),
