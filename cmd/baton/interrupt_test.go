@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -28,17 +29,39 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 			job := fmt.Sprintf("interrupted-%d", sig)
 			holder, _ := s.start(t, "run", "--ttl", "5s", job, "--", "sh", "-c", "echo > "+started+"; sleep 30")
 			waitFile(t, started, time.Minute)
-			waiter, out := s.start(t, "run", "--ttl", "5s", "--wait", "60s", "--verbose", job, "--", "true")
-			// Whether the signal lands while it opens the store or while it
-			// waits for the lease, the status must be the signal's; its output
-			// is read only after it exited (the race detector is watching).
-			time.Sleep(500 * time.Millisecond)
+			// The waiter's output goes to a file, read while it runs: once it
+			// names the store, baton handles signals (a signal before that,
+			// on a machine slow to start it, would kill it by default) and
+			// is about to wait for the lease.
+			outPath := filepath.Join(dir, "out")
+			outFile, err := os.Create(outPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiter := s.command(context.Background(), "run", "--ttl", "5s", "--wait", "60s", "--verbose", job, "--", "true")
+			waiter.Stdout, waiter.Stderr = outFile, outFile
+			if err := waiter.Start(); err != nil {
+				t.Fatal(err)
+			}
+			outFile.Close()
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+				b, _ := os.ReadFile(outPath)
+				if strings.Contains(string(b), "baton: store") {
+					break
+				}
+				if time.Now().After(deadline) {
+					waiter.Process.Kill()
+					t.Fatalf("baton run --verbose did not name its store within a minute: %s", b)
+				}
+			}
 			waiter.Process.Signal(sig)
 			code := exitCode(t, waiter)
+			b, _ := os.ReadFile(outPath)
+			out := string(b)
 			if code != 128+int(sig) {
 				t.Errorf("%v while waiting for the lease: exit %d, want %d: %s", sig, code, 128+int(sig), out)
 			}
-			if !strings.Contains(out.String(), "interrupted") {
+			if !strings.Contains(out, "interrupted") {
 				t.Errorf("%v while waiting: nothing says it was interrupted: %s", sig, out)
 			}
 			holder.Process.Signal(syscall.SIGTERM)
