@@ -12,6 +12,10 @@ import (
 // with the schema (quoted) as payload.
 const OutboxChannel = "baton_outbox"
 
+// listenSettled is how long a LISTEN connection must have lasted for its
+// loss to be retried after a second again.
+const listenSettled = 2 * time.Second
+
 // ListenOutbox wakes the returned channel whenever an event is enqueued in
 // this schema's outbox (PostgreSQL's LISTEN/NOTIFY), until ctx ends. It
 // holds one connection of its own, outside the pool (one more than
@@ -25,13 +29,18 @@ func (db *DB) ListenOutbox(ctx context.Context, log *slog.Logger) <-chan struct{
 	go func() {
 		backoff := time.Second
 		for ctx.Err() == nil {
+			began := time.Now()
 			listened, err := db.listen(ctx, cfg, want, wake)
 			if ctx.Err() != nil {
 				return
 			}
-			if listened {
-				// A connection that worked was lost (a restart, a
-				// failover): try again soon, whatever came before.
+			if listened && time.Since(began) >= listenSettled {
+				// A connection that worked for a while was lost (a
+				// restart, a failover): try again soon, whatever came
+				// before. Not one lost at once: behind PgBouncer in
+				// transaction mode a LISTEN is dropped as soon as it is
+				// made, and reconnecting every second would churn the
+				// bouncer's server connections for nothing.
 				backoff = time.Second
 			}
 			if log != nil {

@@ -32,6 +32,9 @@ func TestListenReconnectsAfterEachLoss(t *testing.T) {
 		if i == 5 {
 			break
 		}
+		// A connection that lasted a while: one lost as soon as it is
+		// made (PgBouncer in transaction mode) backs off for longer.
+		time.Sleep(2500 * time.Millisecond)
 		var n int
 		err := admin.QueryRow(ctx, `select count(pg_terminate_backend(pid)) from pg_stat_activity
 			where datname = current_database() and query ilike 'listen %' and pid <> pg_backend_pid()`).Scan(&n)
