@@ -67,6 +67,14 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 				"lease %s held back until %s: the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)",
 				req.Job, heldBack.UTC().Format(time.RFC3339Nano), req.TTL)
 		}
+		if pgCode(err) == "23505" && attempt < 3 {
+			// Two first acquisitions of a job raced: ON CONFLICT resolves
+			// the race on the primary key, its arbiter, but the insert
+			// may first meet the other's row in job_leases_term (0009),
+			// which is a plain unique violation. The other has committed
+			// by now: the retry finds its row, busy or expired.
+			continue
+		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return baton.Grant{}, l.db.translate(err, "acquiring lease "+req.Job)
 		}
