@@ -62,7 +62,8 @@ func (e Epoch) Warning(schema string) string {
 
 // epochQuery reads the epoch and the highest token of the lease rows (few:
 // one per job and overlap slot) and of the floor.
-const epochQuery = `select ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint,
+// The timeline comes back out of token_base(), the one place that reads it.
+const epochQuery = `select (@schema@.token_base() >> 32) - e.epoch_offset + 1,
        e.epoch_offset, (pg_control_system()).system_identifier::text, e.system_identifier, e.reason,
        greatest((select max(fencing_token) from @schema@.job_leases),
                 (select fencing_token from @schema@.lease_token_floor), 0)
