@@ -109,7 +109,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, s.translate(err, "beginning a transaction")
 	}
 	defer tx.Rollback() // a no-op after Commit; on a panic in fn, undoes it all
-	inserted, err := s.claim(ctx, tx, p.InFlightWait, "insert_key", scope, key, fingerprint)
+	inserted, _, err := s.claim(ctx, tx, p.InFlightWait, "insert_key", scope, key, fingerprint)
 	if errors.Is(err, errBlocked) {
 		tx.Rollback()
 		return s.judgeBlocked(ctx, scope, key, fingerprint)
@@ -220,32 +220,31 @@ func (s *Store) unboundLockWaits(ctx context.Context, tx *sql.Tx) error {
 
 // claim inserts the key's row in tx with query (insert_key or
 // insert_lease, whose parameters after the first three are args), and
-// reports whether this transaction inserted it. On PostgreSQL it first
+// reports whether this transaction inserted it, and the token it has. On PostgreSQL it first
 // bounds the transaction's lock waits to wait and takes its advisory lock
 // of (scope, key, fingerprint): a concurrent claim with the same
 // fingerprint holds it, which is ErrInFlight; see judgeBlocked for what
 // it proves otherwise.
-func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query, scope, key, fingerprint string, args ...any) (bool, error) {
+func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query, scope, key, fingerprint string, args ...any) (inserted bool, token int64, err error) {
 	if s.dialect == Postgres {
 		_, err := tx.ExecContext(ctx, s.query("postgres/claim_lock"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
 		if sqldialect.SQLState(err) == sqlStateLockTimeout {
-			return false, ErrInFlight
+			return false, 0, ErrInFlight
 		}
 		if err != nil {
-			return false, s.translate(err, "locking idempotency key "+key)
+			return false, 0, s.translate(err, "locking idempotency key "+key)
 		}
 	}
-	var token int64
-	err := tx.QueryRowContext(ctx, s.query(query), append([]any{scope, key, fingerprint}, args...)...).Scan(&token)
+	err = tx.QueryRowContext(ctx, s.query(query), append([]any{scope, key, fingerprint}, args...)...).Scan(&token)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
+		return false, 0, nil
 	case sqldialect.SQLState(err) == sqlStateLockTimeout:
-		return false, errBlocked
+		return false, 0, errBlocked
 	case err != nil:
-		return false, s.translate(err, "recording idempotency key "+key)
+		return false, 0, s.translate(err, "recording idempotency key "+key)
 	}
-	return true, nil
+	return true, token, nil
 }
 
 // complete stores resp as the key's answer, in tx, if token is still the

@@ -198,7 +198,7 @@ func (s *Store) acquire(ctx context.Context, scope, key, fingerprint string, p P
 	defer tx.Rollback()
 	t := &term{scope: scope, key: key, granted: time.Now()}
 	if r == nil {
-		inserted, err := s.claim(ctx, tx, p.InFlightWait, "insert_lease", scope, key, fingerprint, ms(lease))
+		inserted, token, err := s.claim(ctx, tx, p.InFlightWait, "insert_lease", scope, key, fingerprint, ms(lease))
 		if errors.Is(err, errBlocked) {
 			tx.Rollback()
 			resp, replayed, err := s.judgeBlocked(ctx, scope, key, fingerprint)
@@ -208,7 +208,9 @@ func (s *Store) acquire(ctx context.Context, scope, key, fingerprint string, p P
 			return nil, Response{}, false, err
 		}
 		if inserted {
-			t.token, t.point = 1, PointStarted
+			// 1 on a store's first epoch; above the epoch's base after a
+			// failover or a restore (insert_lease).
+			t.token, t.point = token, PointStarted
 			if err := tx.Commit(); err != nil {
 				return nil, Response{}, false, s.translate(err, "committing idempotency key "+key)
 			}

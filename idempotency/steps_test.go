@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/internal/sqldialect"
+	"github.com/batonhq/baton/postgres"
 )
 
 // stepCounts counts the runs of each step of orderSteps.
@@ -413,4 +415,40 @@ func TestStepsFencedInsideStep(t *testing.T) {
 			t.Fatalf("%d orders (%d under token 2); want only the new term's", o, o2)
 		}
 	})
+}
+
+// After a new epoch (a failover's timeline, or `baton migrate
+// --new-epoch`), a new key's first term has a token above the epoch's
+// base, and its steps run under that token, not under 1.
+func TestStepsAfterNewEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Application: "baton/test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, _, err := db.NewEpoch(ctx, 0, "test"); err != nil {
+		t.Fatal(err)
+	}
+	e := env{name: "postgres", dialect: Postgres, db: db.SQL(), schema: db.Schema(), dsn: dsn}
+	e.store = e.server()
+	e.businessTables(t)
+	var n stepCounts
+	resp, _, err := e.store.Steps(ctx, "s", "k", "fp", Policy{}, time.Minute, orderSteps(Postgres, t.TempDir(), "o1", &n, stepHooks{}))
+	if err != nil || resp.Status != 201 {
+		t.Fatalf("Steps: %+v, %v", resp, err)
+	}
+	n.want(t, 1, 1, 1)
+	r, err := e.store.Get(ctx, "s", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != StateComplete || r.Token != 1<<postgres.EpochBits+1 {
+		t.Fatalf("record: state %s token %d; want complete under token %d", r.State, r.Token, int64(1)<<postgres.EpochBits+1)
+	}
+	if got := e.count(t, "select count(*) from orders where token = $1", r.Token); got != 1 {
+		t.Fatalf("%d orders written under token %d, want 1", got, r.Token)
+	}
 }
