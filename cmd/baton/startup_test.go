@@ -49,7 +49,10 @@ func initTrace(t *testing.T, extra []*os.File, args ...string) ([]string, int) {
 	return pkgs, code
 }
 
-func heavy(pkgs []string) []string {
+func heavy(pkgs []string) []string { return heavyAmong(pkgs, heavyInits) }
+
+// heavyAmong returns the packages of pkgs that any prefix of heavyInits starts.
+func heavyAmong(pkgs, heavyInits []string) []string {
 	var out []string
 	for _, p := range pkgs {
 		for _, h := range heavyInits {
@@ -89,5 +92,38 @@ func TestGuardStartsBeforeHeavyInits(t *testing.T) {
 	}
 	if h := heavy(pkgs); len(h) > 0 {
 		t.Errorf("the guard initialised %q before running its command (%d packages in all): %s", h, len(pkgs), strings.Join(pkgs, " "))
+	}
+}
+
+// runHeavyInits are packages that `baton run` with the local store does not
+// need: the local store is flock(2) files, and the guard is supervise's.
+var runHeavyInits = []string{
+	"github.com/prometheus/",
+	"github.com/nats-io/",
+	"modernc.org/",
+	"google.golang.org/protobuf",
+	"github.com/jackc/pgx",
+}
+
+// TestRunLocalStartsBeforeHeavyInits: `baton run` with the local store runs
+// its command, and exits with its status, without initialising the
+// binary's PostgreSQL, SQLite, metrics or NATS packages (it is dispatched
+// from an early init, as the guard is); `baton version` shows they are
+// linked in.
+func TestRunLocalStartsBeforeHeavyInits(t *testing.T) {
+	pkgs, code := initTrace(t, nil, "version")
+	if code != 0 || len(heavyAmong(pkgs, runHeavyInits)) == 0 {
+		t.Fatalf("baton version (status %d) initialised none of %q; inittrace saw %d packages", code, runHeavyInits, len(pkgs))
+	}
+	dir := t.TempDir()
+	pkgs, code = initTrace(t, nil, "run", "--lock-dir", dir, "job", "--", "sh", "-c", "touch "+dir+"/ran; exit 3")
+	if code != 3 {
+		t.Fatalf("baton run exited %d, want the command's 3", code)
+	}
+	if _, err := os.Stat(dir + "/ran"); err != nil {
+		t.Fatalf("the command did not run: %v", err)
+	}
+	if h := heavyAmong(pkgs, runHeavyInits); len(h) > 0 {
+		t.Errorf("baton run (local store) initialised %q (%d packages in all, its guard's included): %s", h, len(pkgs), strings.Join(pkgs, " "))
 	}
 }
