@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/runcmd"
 )
 
 // flagSet is a flag.FlagSet that reports errors to the caller instead of
@@ -37,47 +38,19 @@ func (fs *flagSet) printHelp() {
 // parseFlags parses args, allowing flags before and after positional
 // arguments, and returns the positional ones. Errors name the flag.
 func parseFlags(fs *flagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if err == flag.ErrHelp {
-				fs.printHelp()
-				return nil, err
-			}
-			return nil, &baton.Error{Code: baton.EINVALID, Message: err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
+	pos, err := runcmd.ParseInterleaved(fs.FlagSet, args)
+	if err == flag.ErrHelp {
+		fs.printHelp()
+		return nil, err
 	}
-}
-
-// durationValue is a flag.Value for durations with an error that says what
-// a valid one looks like.
-type durationValue struct{ d *time.Duration }
-
-func (v durationValue) String() string {
-	if v.d == nil {
-		return ""
-	}
-	return v.d.String()
-}
-
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("want a duration such as 500ms, 30s or 5m")
+		return nil, &baton.Error{Code: baton.EINVALID, Message: err.Error()}
 	}
-	*v.d = d
-	return nil
+	return pos, nil
 }
 
 func durationFlag(fs *flagSet, p *time.Duration, name string, value time.Duration, usage string) {
-	*p = value
-	fs.Var(durationValue{p}, name, usage)
+	runcmd.DurationVar(fs.FlagSet, p, name, value, usage)
 }
 
 // printJSON writes v as indented JSON, the form of every --json output.

@@ -6,21 +6,21 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/runcmd"
+	// A run with the local store starts here, before the rest of baton
+	// initialises (see the package's doc).
+	_ "github.com/batonhq/baton/internal/runcmd/runinit"
 	"github.com/batonhq/baton/supervise"
 	// The guard of each run starts here, before the rest of baton
 	// initialises (see the package's doc).
 	_ "github.com/batonhq/baton/supervise/guardinit"
-	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -30,35 +30,20 @@ func main() {
 }
 
 // Interrupted is the cause of a context cancelled by a signal to baton.
-type Interrupted struct{ Signal syscall.Signal }
-
-func (i Interrupted) Error() string { return "interrupted by " + unix.SignalName(i.Signal) }
+type Interrupted = runcmd.Interrupted
 
 // notifyContext is signal.NotifyContext with a cause that names the signal
 // (Interrupted), so that a command stopped by it exits 128+n, as a shell
 // reports a process that a signal ended.
 func notifyContext(parent context.Context, sigs ...os.Signal) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, sigs...)
-	go func() {
-		select {
-		case sig := <-c:
-			cancel(Interrupted{sig.(syscall.Signal)})
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, func() { signal.Stop(c); cancel(nil) }
+	return runcmd.NotifyContext(parent, sigs...)
 }
 
 // interrupted returns the exit status for a ctx cancelled by a signal to
 // baton, and whether it was.
 func interrupted(ctx context.Context) (ExitError, bool) {
-	var i Interrupted
-	if errors.As(context.Cause(ctx), &i) {
-		return ExitError{128 + int(i.Signal)}, true
-	}
-	return ExitError{}, false
+	e, ok := runcmd.InterruptedStatus(ctx)
+	return ExitError{e.Code}, ok
 }
 
 // Env is what a subcommand may touch of the outside world.
@@ -89,7 +74,8 @@ type Command interface {
 }
 
 // ExitError ends baton with a given status and no message of its own, as
-// when `baton run` passes on its command's status.
+// when `baton put` passes on its command's status (`baton run`'s is
+// runcmd.ExitError).
 type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
@@ -179,20 +165,9 @@ Run 'baton COMMAND --help' for a command's flags and exit statuses.
 
 // report prints err once, on one line, and returns the exit status for it.
 func report(stderr io.Writer, name string, err error) int {
-	if err == nil {
-		return baton.ExitOK
-	}
 	var exit ExitError
 	if errors.As(err, &exit) {
 		return exit.Code
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return baton.ExitOK
-	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fmt.Fprintf(stderr, "baton %s: %s\n", name, msg)
-	if baton.ErrorCode(err) == baton.EINVALID {
-		fmt.Fprintf(stderr, "Run 'baton %s --help' for usage.\n", name)
-	}
-	return baton.ExitStatus(err)
+	return runcmd.Status(stderr, name, err)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,4 +91,57 @@ func TestGuardStartsBeforeHeavyInits(t *testing.T) {
 	if h := heavy(pkgs); len(h) > 0 {
 		t.Errorf("the guard initialised %q before running its command (%d packages in all): %s", h, len(pkgs), strings.Join(pkgs, " "))
 	}
+}
+
+// runHeavyInits are packages that `baton run` with the local store does not
+// need, whose initialisation costs the most (the local store is flock(2)
+// files, and the guard is supervise's). Some small packages of the same
+// modules still initialise before the run: they depend on nothing that the
+// run's own dependencies wait for (see internal/runcmd/runinit).
+var runHeavyInits = []string{
+	"github.com/prometheus/client_golang/prometheus",
+	"github.com/prometheus/procfs",
+	"github.com/nats-io/nats%2ego",
+	"github.com/nats-io/nkeys",
+	"modernc.org/libc",
+	"modernc.org/sqlite",
+	"modernc.org/sqlite/lib",
+	"github.com/batonhq/baton/sqlite",
+	"github.com/jackc/pgx/v5",
+	"github.com/jackc/pgx/v5/stdlib",
+	"github.com/batonhq/baton/postgres",
+}
+
+// TestRunLocalStartsBeforeHeavyInits: `baton run` with the local store runs
+// its command, and exits with its status, without initialising the
+// binary's PostgreSQL, SQLite, metrics or NATS packages (it is dispatched
+// from an early init, as the guard is); `baton version` shows they are
+// linked in.
+func TestRunLocalStartsBeforeHeavyInits(t *testing.T) {
+	pkgs, code := initTrace(t, nil, "version")
+	if code != 0 || len(among(pkgs, runHeavyInits)) != len(runHeavyInits) {
+		t.Fatalf("baton version (status %d) initialised only %q of %q", code, among(pkgs, runHeavyInits), runHeavyInits)
+	}
+	dir := t.TempDir()
+	pkgs, code = initTrace(t, nil, "run", "--lock-dir", dir, "job", "--", "sh", "-c", "touch "+dir+"/ran; exit 3")
+	if code != 3 {
+		t.Fatalf("baton run exited %d, want the command's 3", code)
+	}
+	if _, err := os.Stat(dir + "/ran"); err != nil {
+		t.Fatalf("the command did not run: %v", err)
+	}
+	if h := among(pkgs, runHeavyInits); len(h) > 0 {
+		t.Errorf("baton run (local store) initialised %q (%d packages in all, its guard's included): %s", h, len(pkgs), strings.Join(pkgs, " "))
+	}
+}
+
+// among returns the packages of pkgs that are in names.
+func among(pkgs, names []string) []string {
+	var out []string
+	for _, p := range pkgs {
+		if slices.Contains(names, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/internal/runcmd"
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
@@ -90,7 +90,7 @@ func (f *storeFlags) dsn(env *Env) (dsn, field string, err error) {
 
 // passwordFlag is --pass-db-password of the commands that run jobs.
 func passwordFlag(fs *flagSet, p *bool) {
-	fs.BoolVar(p, "pass-db-password", false, "give the command the store's password: BATON_DB as given, and PGPASSWORD (default: BATON_DB without its password, no PGPASSWORD)")
+	runcmd.PasswordVar(fs.FlagSet, p)
 }
 
 // jobEnviron is the environment a job's command starts from: baton's own,
@@ -107,18 +107,7 @@ func (f *storeFlags) jobEnviron(env *Env, withPassword bool) []string {
 	if !withPassword {
 		dsn = postgres.WithoutPassword(dsn)
 	}
-	var out []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if name == "BATON_DB" || !withPassword && (name == "PGPASSWORD" || name == "PGSSLPASSWORD") {
-			continue
-		}
-		out = append(out, kv)
-	}
-	if dsn != "" {
-		out = append(out, "BATON_DB="+dsn)
-	}
-	return out
+	return runcmd.Environ(os.Environ(), dsn, withPassword)
 }
 
 // notTransient marks an unavailable store that waiting will not mend: a
@@ -273,13 +262,5 @@ func warnEpoch(ctx context.Context, env *Env, db *postgres.DB) {
 // environment, then the scope's default directory. explicit says the user
 // named the directory, which may then be created.
 func (f *storeFlags) local(env *Env) (dir, scope string, explicit bool, err error) {
-	scope = cmp.Or(f.scope, env.Getenv("BATON_SCOPE"), flock.ScopeHost)
-	if scope != flock.ScopeHost && scope != flock.ScopeUser {
-		return "", "", false, baton.Invalid("--scope", "%q: want host or user", scope)
-	}
-	if dir = cmp.Or(f.lockDir, env.Getenv("BATON_LOCK_DIR")); dir != "" {
-		return dir, scope, true, nil
-	}
-	dir, err = flock.DefaultDir(scope, env.Getenv)
-	return dir, scope, scope == flock.ScopeUser, err
+	return runcmd.LocalDir(f.scope, f.lockDir, env.Getenv)
 }

@@ -1,4 +1,4 @@
-package main
+package runcmd
 
 import (
 	"encoding/json"
@@ -11,8 +11,8 @@ import (
 	"github.com/batonhq/baton/supervise"
 )
 
-// runReport is the line that `baton run --json-result` writes for monitors.
-type runReport struct {
+// report is the line that `baton run --json-result` writes for monitors.
+type report struct {
 	Job        string              `json:"job"`
 	RunID      string              `json:"run_id,omitempty"`
 	Token      int64               `json:"token,omitempty"`
@@ -28,9 +28,13 @@ type runReport struct {
 	start time.Time
 }
 
+func newReport(job string) *report {
+	return &report{Job: job, StartedAt: time.Now().UTC(), start: time.Now()}
+}
+
 // write appends the report as one line to path ("-": stderr). An error
 // that ended the run becomes outcome "error".
-func (r *runReport) write(path string, stderr io.Writer, runErr error) error {
+func (r *report) write(path string, stderr io.Writer, runErr error) error {
 	var exit ExitError
 	if runErr != nil && !errors.As(runErr, &exit) {
 		r.Outcome, r.Error = baton.OutcomeError, runErr.Error()
