@@ -40,7 +40,7 @@ func TestReleaseDeb(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{filepath.Base(bin), "SHA256SUMS", filepath.Base(deb)}; !slices.Equal(names, want) {
+	if want := []string{"SHA256SUMS", filepath.Base(bin), filepath.Base(deb)}; !slices.Equal(names, want) {
 		t.Fatalf("dist holds %q, want %q", names, want)
 	}
 	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
