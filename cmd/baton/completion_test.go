@@ -156,6 +156,21 @@ func TestZshAndFishCompletion(t *testing.T) {
 			if out, err := exec.Command(path, "-n", file).CombinedOutput(); err != nil {
 				t.Fatalf("%s -n: %v\n%s", shell, err, out)
 			}
+			if shell != "fish" {
+				return
+			}
+			// fish completes from the script as it would at a prompt.
+			for _, c := range cmds {
+				out, err := exec.Command(path, "--no-config", "-c", `source $argv[1]; complete -C "baton $argv[2] --"`, file, c.name).CombinedOutput()
+				if err != nil {
+					t.Fatalf("fish: %v\n%s", err, out)
+				}
+				for _, f := range c.flags {
+					if !regexp.MustCompile(`(?m)^--` + regexp.QuoteMeta(f.Name) + `\t`).Match(out) {
+						t.Errorf("fish: baton %s --<TAB> does not offer --%s:\n%s", c.name, f.Name, out)
+					}
+				}
+			}
 		})
 	}
 }
