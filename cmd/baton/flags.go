@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +26,50 @@ func newFlagSet(name string, stdout io.Writer, help string) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flagSet{FlagSet: fs, stdout: stdout, help: help}
+	f := &flagSet{FlagSet: fs, stdout: stdout, help: help}
+	if sink, ok := stdout.(*flagSink); ok {
+		sink.fs = f
+	}
+	return f
+}
+
+// flagSink is the stdout of a command that helpFor runs with --help: the
+// command's newFlagSet hands it the flag set it builds, so that the
+// completion scripts and man pages read the very flags and help text that
+// --help prints, and cannot drift from them.
+type flagSink struct {
+	strings.Builder
+	fs *flagSet
+}
+
+// commandHelp is what --help tells of one command.
+type commandHelp struct {
+	name, synopsis string
+	help           string // the text before "Flags:", as --help prints it
+	flags          []*flag.Flag
+}
+
+// helpFor runs each command of the table with --help, with no environment
+// (so that no default depends on the caller's), and collects its flag set.
+func helpFor() ([]commandHelp, error) {
+	var out []commandHelp
+	for _, c := range commands {
+		sink := &flagSink{}
+		env := &Env{Stdin: strings.NewReader(""), Stdout: sink, Stderr: io.Discard, Getenv: func(string) string { return "" }}
+		if err := c.make(env).Run(context.Background(), []string{"--help"}); !errors.Is(err, flag.ErrHelp) || sink.fs == nil {
+			return nil, baton.Errorf(baton.EINTERNAL, "baton %s --help built no flag set (%v)", c.name, err)
+		}
+		h := commandHelp{name: c.name, synopsis: c.synopsis, help: strings.TrimLeft(sink.fs.help, "\n")}
+		sink.fs.VisitAll(func(f *flag.Flag) { h.flags = append(h.flags, f) })
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// takesValue tells a flag that needs a value from a boolean one.
+func takesValue(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 func (fs *flagSet) printHelp() {

@@ -104,6 +104,9 @@ var commands = []struct {
 	{"backfill", "record past ticks of a job for the daemons to run", func(e *Env) Command { return &BackfillCommand{env: e} }},
 	{"relay", "deliver the outbox's events to a sink (webhook, NATS, command)", func(e *Env) Command { return &RelayCommand{env: e} }},
 	{"outbox", "enqueue events, see the backlog, retry or skip dead events", func(e *Env) Command { return &OutboxCommand{env: e} }},
+	{"completion", "print a shell's completion script (completion bash|zsh|fish)", func(e *Env) Command { return &CompletionCommand{env: e} }},
+	{"man", "write baton's man pages, made from the same help as --help", func(e *Env) Command { return &ManCommand{env: e} }},
+	{"version", "print baton's version", func(e *Env) Command { return &VersionCommand{env: e} }},
 }
 
 // Main runs baton with args (without the program name) and returns its exit
@@ -119,17 +122,8 @@ func Main(ctx context.Context, args []string, env *Env) int {
 		}
 		return baton.ExitOK
 	}
-	if args[0] == "version" || args[0] == "--version" {
-		if len(args) == 2 && (args[1] == "-h" || args[1] == "--help") {
-			fmt.Fprintln(env.Stdout, "Usage: baton version\n\nPrints baton's version: the release, the commit it was built from (and\n\"modified\" if the tree had changes) and the Go release that built it.\nEach daemon and relay records it in the store ('baton status' shows them).")
-			return baton.ExitOK
-		}
-		if len(args) > 1 {
-			fmt.Fprintf(env.Stderr, "baton version: takes no flags or arguments, got %q\nUsage: baton version\n", args[1:])
-			return baton.ExitUsage
-		}
-		fmt.Fprintln(env.Stdout, "baton", readBuild())
-		return baton.ExitOK
+	if args[0] == "--version" {
+		args = append([]string{"version"}, args[1:]...)
 	}
 	if args[0] == supervise.GuardCommand {
 		return supervise.GuardMain(args[1:])
@@ -152,10 +146,9 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.synopsis)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.synopsis)
 	}
-	fmt.Fprint(w, `  version   print baton's version
-
+	fmt.Fprint(w, `
 Store: the local store (flock files, one host) unless --db or BATON_DB
 names a PostgreSQL database (postgres://… URL, or host=… dbname=…).
 

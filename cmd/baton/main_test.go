@@ -44,7 +44,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	batonBin = filepath.Join(dir, "baton")
-	out, err := exec.Command("go", "build", "-race", "-o", batonBin, ".").CombinedOutput()
+	// -buildvcs=false: the tests expect the version "dev", whether or not
+	// the machine's go stamps builds in a checkout (TestVersionStamped
+	// checks that stamping).
+	out, err := exec.Command("go", "build", "-race", "-buildvcs=false", "-o", batonBin, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
 		os.Exit(1)
@@ -75,7 +78,7 @@ func (b *extraBinary) get(t *testing.T, name string) string {
 
 // goBuild builds the package in dir (cmd/baton when ".") at path.
 func goBuild(dir, path string, flags ...string) error {
-	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", path, ".")...)
+	cmd := exec.Command("go", append(append([]string{"build", "-buildvcs=false"}, flags...), "-o", path, ".")...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s in %s: %v\n%s", strings.Join(flags, " "), dir, err, out)

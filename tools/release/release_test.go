@@ -1,0 +1,181 @@
+package main
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The documented release command builds a static baton and a .deb that
+// holds every file docs/INSTALL.md lists, with the conffiles marked, and
+// units that systemd-analyze verify accepts where it is installed.
+func TestReleaseDeb(t *testing.T) {
+	dpkgDeb, err := exec.LookPath("dpkg-deb")
+	if err != nil {
+		t.Fatal("dpkg-deb is needed to check the .deb: apt-get install dpkg")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	const version = "v1.2.3-rc.1"
+	arch := runtime.GOARCH
+	cmd := exec.Command("go", "run", "./tools/release", "-version", version, "-arch", arch, "-out", out)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./tools/release: %v\n%s", err, b)
+	}
+	bin := filepath.Join(out, "baton-"+version+"-linux-"+arch)
+	deb := filepath.Join(out, "baton_1.2.3-rc.1_"+arch+".deb")
+	entries, _ := os.ReadDir(out)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"SHA256SUMS", filepath.Base(bin), filepath.Base(deb)}; !slices.Equal(names, want) {
+		t.Fatalf("dist holds %q, want %q", names, want)
+	}
+	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
+	sums.Dir = out
+	if b, err := sums.CombinedOutput(); err != nil || strings.Count(string(b), ": OK") != 2 {
+		t.Errorf("sha256sum --check: %v\n%s", err, b)
+	}
+
+	// Static: no program interpreter (dynamic loader) to find.
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", bin)
+		}
+	}
+	f.Close()
+
+	contents, err := exec.Command(dpkgDeb, "--contents", deb).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --contents: %v", err)
+	}
+	t.Logf("dpkg-deb --contents %s:\n%s", filepath.Base(deb), contents)
+	// "-rw-r--r-- root/root  1234 2026-12-02 04:00 ./usr/bin/baton"
+	files := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(contents)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || strings.HasPrefix(fields[0], "d") {
+			continue
+		}
+		files[strings.TrimPrefix(fields[5], ".")] = fields[0] + " " + fields[1]
+	}
+	want := map[string]string{
+		"/usr/bin/baton":                                  "-rwxr-xr-x root/root",
+		"/usr/lib/systemd/system/baton.service":           "-rw-r--r-- root/root",
+		"/usr/lib/systemd/system/baton-relay.service":     "-rw-r--r-- root/root",
+		"/usr/lib/sysusers.d/baton.conf":                  "-rw-r--r-- root/root",
+		"/usr/lib/tmpfiles.d/baton.conf":                  "-rw-r--r-- root/root",
+		"/etc/baton/baton.env":                            "-rw-r----- root/root",
+		"/etc/baton/jobs.yaml":                            "-rw-r--r-- root/root",
+		"/usr/share/bash-completion/completions/baton":    "-rw-r--r-- root/root",
+		"/usr/share/zsh/vendor-completions/_baton":        "-rw-r--r-- root/root",
+		"/usr/share/fish/vendor_completions.d/baton.fish": "-rw-r--r-- root/root",
+		"/usr/share/doc/baton/copyright":                  "-rw-r--r-- root/root",
+		"/usr/share/doc/baton/INSTALL.md":                 "-rw-r--r-- root/root",
+		"/usr/share/man/man1/baton.1.gz":                  "-rw-r--r-- root/root",
+	}
+	// A man page for every command that 'baton --help' lists.
+	help, err := exec.Command(bin, "--help").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, list, _ := strings.Cut(string(help), "Commands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	for _, m := range regexp.MustCompile(`(?m)^  (\S+) `).FindAllStringSubmatch(list, -1) {
+		want["/usr/share/man/man1/baton-"+m[1]+".1.gz"] = "-rw-r--r-- root/root"
+	}
+	if len(want) < 20 {
+		t.Fatalf("baton --help lists too few commands:\n%s", help)
+	}
+	for path, mode := range want {
+		if got, ok := files[path]; !ok {
+			t.Errorf("the .deb has no %s", path)
+		} else if got != mode {
+			t.Errorf("%s: %s, want %s", path, got, mode)
+		}
+	}
+	for path := range files {
+		if _, ok := want[path]; !ok {
+			t.Errorf("the .deb has %s, which the test (and docs/INSTALL.md) does not list", path)
+		}
+	}
+
+	conffiles, err := exec.Command(dpkgDeb, "--info", deb, "conffiles").Output()
+	if got := strings.Fields(string(conffiles)); err != nil || !slices.Equal(got, []string{"/etc/baton/baton.env", "/etc/baton/jobs.yaml"}) {
+		t.Errorf("conffiles: %v %q", err, conffiles)
+	}
+	fields, err := exec.Command(dpkgDeb, "--field", deb, "Package", "Version", "Architecture").Output()
+	if err != nil || string(fields) != "Package: baton\nVersion: 1.2.3~rc.1\nArchitecture: "+arch+"\n" {
+		t.Errorf("control fields: %v %q", err, fields)
+	}
+	for _, script := range []string{"postinst", "prerm", "postrm"} {
+		if b, err := exec.Command(dpkgDeb, "--info", deb, script).Output(); err != nil || !strings.HasPrefix(string(b), "#!/bin/sh") {
+			t.Errorf("%s: %v %q", script, err, b)
+		}
+	}
+
+	// The packaged baton names its release and commit.
+	tree := filepath.Join(t.TempDir(), "root")
+	if b, err := exec.Command(dpkgDeb, "-x", deb, tree).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x: %v\n%s", err, b)
+	}
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ Version, Revision string }
+	b, err := exec.Command(filepath.Join(tree, "usr/bin/baton"), "version", "--json").Output()
+	if err := json.Unmarshal(b, &v); err != nil || v.Version != version || v.Revision != strings.TrimSpace(string(head)) {
+		t.Errorf("the packaged baton version --json: %v %s", err, b)
+	}
+
+	t.Run("systemd-analyze verify", func(t *testing.T) {
+		sa, err := exec.LookPath("systemd-analyze")
+		if err != nil {
+			t.Skip("systemd-analyze is not installed: the units were NOT verified")
+		}
+		verifyUnits(t, sa, tree)
+	})
+}
+
+// verifyUnits runs systemd-analyze verify on the packaged units, with
+// /usr/bin/baton pointing into the unpacked package (verify checks that
+// ExecStart's program exists) and MANPATH at its man pages (verify checks
+// Documentation=man:…). verify exits 0 even when it warns, so any output
+// fails.
+func verifyUnits(t *testing.T, sa, tree string) {
+	dir := t.TempDir()
+	var units []string
+	for _, name := range []string{"baton.service", "baton-relay.service"} {
+		b, err := os.ReadFile(filepath.Join(tree, "usr/lib/systemd/system", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		unit := filepath.Join(dir, name)
+		if err := os.WriteFile(unit, []byte(strings.ReplaceAll(string(b), "/usr/bin/baton", filepath.Join(tree, "usr/bin/baton"))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		units = append(units, unit)
+	}
+	cmd := exec.Command(sa, append([]string{"verify"}, units...)...)
+	cmd.Env = append(os.Environ(), "MANPATH="+filepath.Join(tree, "usr/share/man"))
+	if b, err := cmd.CombinedOutput(); err != nil || len(b) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, b)
+	}
+}
