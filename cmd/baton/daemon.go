@@ -180,10 +180,16 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	d := &scheduler.Daemon{
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
-		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
+		Grace: c.grace, GuardPath: exe, Env: withoutNotify(c.store.jobEnviron(c.env, c.password)), Log: log.With("daemon_pid", os.Getpid()),
 		Version: readBuild().String(), PlayLevel: playLevel,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
+	// Under systemd: READY=1 after the first claim round that worked,
+	// WATCHDOG=1 while rounds end, STOPPING=1 on drain (docs/SYSTEMD.md).
+	svc := startService(ctx, c.env, log)
+	defer svc.close()
+	runs := countRuns(d.Observer)
+	d.Observer, d.RoundDone = runs, func(err error) { svc.round(err, runs.status) }
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
 		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())

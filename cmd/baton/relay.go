@@ -231,6 +231,13 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer stopHTTP()
 	log = log.With("pid", os.Getpid())
+	// Under systemd: READY=1 after the first delivery round that worked,
+	// WATCHDOG=1 while rounds end, STOPPING=1 on TERM (docs/SYSTEMD.md).
+	svc := startService(ctx, c.env, log)
+	defer svc.close()
+	r.RoundDone = func(_ int, err error) {
+		svc.round(err, func() string { return fmt.Sprintf("delivered %d events, %d deliveries failed", r.Delivered(), r.Failed()) })
+	}
 	if err := c.relay.start(ctx, st, r, log); err != nil || !c.untilIdle || ctx.Err() != nil {
 		return err
 	}
