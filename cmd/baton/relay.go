@@ -236,7 +236,9 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	svc := startService(ctx, c.env, log)
 	defer svc.close()
 	r.RoundDone = func(_ int, err error) {
-		svc.round(err, func() string { return fmt.Sprintf("delivered %d events, %d deliveries failed", r.Delivered(), r.Failed()) })
+		svc.round(err, func() string {
+			return fmt.Sprintf("delivered %d events, %d deliveries failed", r.Delivered(), r.Failed())
+		})
 	}
 	if err := c.relay.start(ctx, st, r, log); err != nil || !c.untilIdle || ctx.Err() != nil {
 		return err
