@@ -102,7 +102,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.grace, "grace", 30*time.Second, "on TERM: how long runs may finish before their trees are stopped")
 	durationFlag(fs, &c.poll, "poll", 250*time.Millisecond, "how often to look for due ticks")
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
-	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
 	c.http.register(fs)
 	c.relay.register(fs, "relay-")
 	pos, err := parseFlags(fs, args)
@@ -138,7 +138,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -272,9 +272,10 @@ func leanGC() (restore func()) {
 	return sync.OnceFunc(func() { debug.SetGCPercent(old) })
 }
 
-// newLogger makes the daemon's logger: text on a terminal, JSON otherwise,
-// unless format says which.
-func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+// newLogger makes the daemon's logger: lines with priorities when stderr is
+// systemd's journal, text on a terminal, JSON otherwise, unless format says
+// which.
+func newLogger(w io.Writer, format string, getenv func(string) string) (*slog.Logger, error) {
 	switch format {
 	case "auto":
 		format = "json"
@@ -283,12 +284,18 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 				format = "text"
 			}
 		}
-	case "text", "json":
+		if toJournal(w, getenv) {
+			format = "journal"
+		}
+	case "text", "json", "journal":
 	default:
-		return nil, baton.Invalid("--log-format", "%q: want text, json or auto", format)
+		return nil, baton.Invalid("--log-format", "%q: want text, json, journal or auto", format)
 	}
-	if format == "json" {
+	switch format {
+	case "json":
 		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	case "journal":
+		return slog.New(journalHandler(w)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, nil)), nil
 }

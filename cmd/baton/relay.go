@@ -195,7 +195,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	c.store.register(fs)
 	c.relay.register(fs, "")
 	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is deliverable now, saying what waits and until when (drain a backlog, benchmarks)")
-	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
 	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -207,7 +207,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	if c.relay.sink == "" {
 		return baton.Invalid("--sink", "no sink: give --sink SPEC (e.g. --sink http://127.0.0.1:8080/events)")
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
 	if err != nil {
 		return err
 	}
