@@ -21,15 +21,15 @@ import (
 // let only 86 overlap on a busy box); the test counts until all run, then
 // stops the daemon with a short --grace, which stops the sleeps.
 //
-// Under load the count once stopped at 133 and 171 of 200, and at 0 under
-// two CPU hogs: the bound held every time, the count was wrong. The test
-// gave up after 30 s without a new command, counted from its own start, and
-// a loaded box took longer than that to start the daemon and its first
-// guards (each a -race build of baton). Runs could also end early: a lease
-// of the default TTL, renewed by 200 runs through 3 connections, could miss
-// its trust window on a starved box, and the daemon's 3 s --claim-ttl (the
-// helper's) lapse. The jobs now hold their leases for 10 minutes, the
-// claims for a minute, and the wait for growth starts at the first command.
+// On a busy box the count once stopped at 133 and then 171 of 200, and under
+// two CPU hogs at 0, while the connections stayed within the bound: the
+// count was wrong, not the bound. The test gave up after 30 s without a new
+// command, counted from its own start, and a loaded box took longer than
+// that to start the daemon and its first guards (each a -race build of
+// baton). The wait for growth now starts at the first command. Runs must
+// also not end early on a starved box: the jobs hold 10-minute leases (200
+// renewals through 3 connections at the default TTL) and the daemon claims
+// for a minute (the helper's 3 s --claim-ttl lapsed under the hogs).
 func TestDaemonConnectionsBoundedByPool(t *testing.T) {
 	t.Parallel()
 	const jobs = 200

@@ -72,6 +72,12 @@ default 2), so dashboard and scrape traffic never waits for the scheduler's
 connections: on PostgreSQL the daemon holds up to --db-max-conns plus
 --http-db-max-conns connections, and one more for the relay's LISTEN.
 
+Under systemd (Type=notify): READY=1 once the store is open and a claim
+round worked, STATUS= lines, STOPPING=1 on drain, and with WatchdogSec=
+WATCHDOG=1 only while claim rounds end, so a daemon hung on its store is
+restarted. Logs go to the journal as text with priorities when stderr is
+the journal. See docs/SYSTEMD.md.
+
 Exit status: 0 drained; 64 usage error, invalid job file, or an --http
 address that is not loopback without a token, or cannot be bound; 69 store
 unavailable at start; 70 internal error.

@@ -58,6 +58,10 @@ prints what is left: the events that wait (a not-before time, a retry's
 backoff, an earlier event of their ordering key) and when the first comes
 due, and the dead events.
 
+Under systemd (Type=notify): READY=1 after the first delivery round that
+worked, STATUS= lines, STOPPING=1 on TERM, and WATCHDOG=1 while rounds end;
+journal logs with priorities (docs/SYSTEMD.md).
+
 Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing
 deliverable now); 64 usage error (bad --sink, topic or flag); 69 store
 unavailable at start; 70 internal error.
