@@ -106,7 +106,10 @@ func Open(dir, scope string, create bool) (*Leaser, error) {
 	}
 	if err := unix.Access(abs, unix.W_OK|unix.X_OK); err != nil {
 		fix := "fix its owner, group or mode"
-		if scope == ScopeHost {
+		switch {
+		case errors.Is(err, unix.EROFS): // no owner, group or mode helps
+			fix = writableDirHint
+		case scope == ScopeHost:
 			fix = hostSetup(abs)
 		}
 		return nil, baton.Errorf(baton.EUNAVAILABLE, "cannot create lock files in %s as uid %d (%v); %s (see baton doctor local), or choose another --lock-dir or --scope user", abs, os.Geteuid(), err, fix)

@@ -333,3 +333,15 @@ func TestFirstRunAsOrdinaryUser(t *testing.T) {
 		}
 	}
 }
+
+// On a read-only file system no set-up as root helps: baton run says so and
+// suggests a writable directory, not usermod or chmod.
+func TestRunReadOnlyLockDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(readOnlyDir(t), "locks")
+	s := store{name: "local", env: []string{"BATON_LOCK_DIR=" + dir}}
+	r := s.run(t, "run", "job", "--", "true")
+	if r.code != 69 || !strings.Contains(r.stderr, "read-only") || strings.Contains(r.stderr, "chmod") || strings.Contains(r.stderr, "usermod") {
+		t.Fatalf("exit %d, stderr %q; want 69 and a writable directory suggested", r.code, r.stderr)
+	}
+}
