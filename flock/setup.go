@@ -50,6 +50,9 @@ func hostSetup(dir string) string {
 		then = ", then log in again (group membership counts from the next login)"
 	}
 	if len(steps) == 0 {
+		if then == "" { // set up as it should be, and still refused (an ACL, a mount option)
+			return "fix its owner, group or mode"
+		}
 		return strings.TrimPrefix(then, "; ")
 	}
 	return "as root, once: " + strings.Join(steps, " && ") + then
