@@ -131,7 +131,7 @@ func CheckDir(dir, scope string, create bool) Report {
 func (r *Report) checkMissing(create bool, anc string) {
 	dir := r.Dir
 	if !create && geteuid() != 0 {
-		r.add(LevelError, "exists", "%s does not exist, and baton run creates a host-scope lock directory only as root or when named by --lock-dir or $BATON_LOCK_DIR. As root: %s (or install the tmpfiles.d line below); or choose --scope user", dir, r.Install)
+		r.add(LevelError, "exists", "%s does not exist, and baton run creates a host-scope lock directory only as root or when named by --lock-dir or $BATON_LOCK_DIR. The fix baton run names: %s (for the directory, %s or the tmpfiles.d line below); or choose --scope user", dir, hostSetup(dir), r.Install)
 		return
 	}
 	if err := access(anc, unix.W_OK|unix.X_OK); err != nil {
@@ -272,7 +272,7 @@ func (r *Report) checkAccess() {
 			r.add(LevelError, "access", "%s is on a read-only file system (%v), so no one, root included, can create lock files here and baton run fails; no owner, group or mode changes that: %s", r.Dir, err, writableDirHint)
 			return
 		}
-		hint := fmt.Sprintf("add the user to group %s (usermod -aG %s %s; membership counts from the next login) and make the directory group-writable (chmod 2770), or choose --scope user", HostGroup, HostGroup, userName(uint32(uid)))
+		hint := fmt.Sprintf("add the user to group %s (usermod -aG %s %s; membership counts from the next login) and make the directory group-writable (chmod 2770); the fix baton run names: %s; or choose --scope user", HostGroup, HostGroup, userName(uint32(uid)), hostSetup(r.Dir))
 		if r.Scope == ScopeUser {
 			hint = fmt.Sprintf("fix its owner or mode (chown %s; chmod 700), or choose another --lock-dir", userName(uint32(uid)))
 		}

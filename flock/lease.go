@@ -98,14 +98,21 @@ func Open(dir, scope string, create bool) (*Leaser, error) {
 	}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
 		if !create && os.Geteuid() != 0 {
-			return nil, baton.Errorf(baton.EUNAVAILABLE, "%s scope lock directory %s does not exist; as root: install -d -m 2770 -g %s %s (see baton doctor local), or choose --scope user", scope, abs, HostGroup, abs)
+			return nil, baton.Errorf(baton.EUNAVAILABLE, "%s scope lock directory %s does not exist; %s (see baton doctor local), or choose --scope user", scope, abs, hostSetup(abs))
 		}
 		if err := makeDir(abs, scope); err != nil {
 			return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock directory %s", abs)
 		}
 	}
 	if err := unix.Access(abs, unix.W_OK|unix.X_OK); err != nil {
-		return nil, baton.Errorf(baton.EUNAVAILABLE, "cannot create lock files in %s as uid %d (%v); fix its owner, group or mode (see baton doctor local), or choose another --lock-dir or --scope user", abs, os.Geteuid(), err)
+		fix := "fix its owner, group or mode"
+		switch {
+		case errors.Is(err, unix.EROFS): // no owner, group or mode helps
+			fix = writableDirHint
+		case scope == ScopeHost:
+			fix = hostSetup(abs)
+		}
+		return nil, baton.Errorf(baton.EUNAVAILABLE, "cannot create lock files in %s as uid %d (%v); %s (see baton doctor local), or choose another --lock-dir or --scope user", abs, os.Geteuid(), err, fix)
 	}
 	return &Leaser{dir: abs, scope: scope, held: map[string]*heldLock{}}, nil
 }

@@ -98,6 +98,11 @@ type Relay struct {
 	StopWhenIdle bool
 	Log          *slog.Logger
 	Observer     Observer
+	// RoundDone, when set, is called after each round (claim, deliver,
+	// settle) with the events it claimed and its error, from any of the
+	// Workers at once: 'baton relay' tells systemd from it that the relay
+	// makes progress (sd_notify's READY and WATCHDOG).
+	RoundDone func(n int, err error)
 
 	delivered, failed atomic.Int64
 }
@@ -199,6 +204,9 @@ func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 	errBackoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		n, err := r.once(ctx)
+		if r.RoundDone != nil && ctx.Err() == nil {
+			r.RoundDone(n, err)
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return // stopped while claiming: the claim rolled back

@@ -38,6 +38,11 @@ type Daemon struct {
 	// of FeatureLevel. Only tests set it, lower, to play an older daemon in
 	// a mixed fleet ('baton daemon' reads BATON_TEST_FEATURE_LEVEL).
 	PlayLevel *int
+	// RoundDone, when set, is called after each claim round with its error
+	// (from the claim loop's goroutine; it must not block): 'baton daemon'
+	// tells systemd from it that the loop makes progress (sd_notify's READY
+	// and WATCHDOG). A round that hangs, on a frozen store, never calls it.
+	RoundDone func(err error)
 
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
@@ -254,6 +259,9 @@ loop:
 		case <-poll.C:
 		}
 		more, err := d.claim(ctx)
+		if d.RoundDone != nil && ctx.Err() == nil {
+			d.RoundDone(err)
+		}
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if !failing {

@@ -72,6 +72,12 @@ default 2), so dashboard and scrape traffic never waits for the scheduler's
 connections: on PostgreSQL the daemon holds up to --db-max-conns plus
 --http-db-max-conns connections, and one more for the relay's LISTEN.
 
+Under systemd (Type=notify): READY=1 once the store is open and a claim
+round worked, STATUS= lines, STOPPING=1 on drain, and with WatchdogSec=
+WATCHDOG=1 only while claim rounds end, so a daemon hung on its store is
+restarted. Logs go to the journal as text with priorities when stderr is
+the journal. See docs/SYSTEMD.md.
+
 Exit status: 0 drained; 64 usage error, invalid job file, or an --http
 address that is not loopback without a token, or cannot be bound; 69 store
 unavailable at start; 70 internal error.
@@ -102,7 +108,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.grace, "grace", 30*time.Second, "on TERM: how long runs may finish before their trees are stopped")
 	durationFlag(fs, &c.poll, "poll", 250*time.Millisecond, "how often to look for due ticks")
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
-	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
 	c.http.register(fs)
 	c.relay.register(fs, "relay-")
 	pos, err := parseFlags(fs, args)
@@ -138,7 +144,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -180,10 +186,16 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	d := &scheduler.Daemon{
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
-		Grace: c.grace, GuardPath: exe, Env: c.store.jobEnviron(c.env, c.password), Log: log.With("daemon_pid", os.Getpid()),
+		Grace: c.grace, GuardPath: exe, Env: withoutNotify(c.store.jobEnviron(c.env, c.password)), Log: log.With("daemon_pid", os.Getpid()),
 		Version: readBuild().String(), PlayLevel: playLevel,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
+	// Under systemd: READY=1 after the first claim round that worked,
+	// WATCHDOG=1 while rounds end, STOPPING=1 on drain (docs/SYSTEMD.md).
+	svc := startService(ctx, c.env, log)
+	defer svc.close()
+	runs := countRuns(d.Observer)
+	d.Observer, d.RoundDone = runs, func(err error) { svc.round(err, runs.status) }
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
 		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())
@@ -266,9 +278,10 @@ func leanGC() (restore func()) {
 	return sync.OnceFunc(func() { debug.SetGCPercent(old) })
 }
 
-// newLogger makes the daemon's logger: text on a terminal, JSON otherwise,
-// unless format says which.
-func newLogger(w io.Writer, format string) (*slog.Logger, error) {
+// newLogger makes the daemon's logger: lines with priorities when stderr is
+// systemd's journal, text on a terminal, JSON otherwise, unless format says
+// which.
+func newLogger(w io.Writer, format string, getenv func(string) string) (*slog.Logger, error) {
 	switch format {
 	case "auto":
 		format = "json"
@@ -277,12 +290,18 @@ func newLogger(w io.Writer, format string) (*slog.Logger, error) {
 				format = "text"
 			}
 		}
-	case "text", "json":
+		if toJournal(w, getenv) {
+			format = "journal"
+		}
+	case "text", "json", "journal":
 	default:
-		return nil, baton.Invalid("--log-format", "%q: want text, json or auto", format)
+		return nil, baton.Invalid("--log-format", "%q: want text, json, journal or auto", format)
 	}
-	if format == "json" {
+	switch format {
+	case "json":
 		return slog.New(slog.NewJSONHandler(w, nil)), nil
+	case "journal":
+		return slog.New(journalHandler(w)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, nil)), nil
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -287,5 +288,60 @@ func TestLockDirProblems(t *testing.T) {
 	r = runAs(t, 60003, 60003, []string{"HOME=" + home, "BATON_LOCK_DIR=" + ro}, "run", "job", "--", "true")
 	if r.code != 69 || !strings.Contains(r.stderr, ro) {
 		t.Fatalf("read-only lock directory: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// An ordinary user whose host lock directory is missing or not theirs to
+// write is told at once (no --db-wait retry), exit 69, with the exact
+// one-time set-up for root: the group, the directory as the package's
+// tmpfiles.d makes it (2770, group baton), and the user's membership.
+func TestFirstRunAsOrdinaryUser(t *testing.T) {
+	needRoot(t)
+	t.Parallel()
+	home := userDir(t, 60005, 60005)
+	notMine, err := os.MkdirTemp("", "baton-root-locks-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(notMine) })
+	os.Chmod(notMine, 0o755)
+	for _, c := range []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		// The default directory: missing on a fresh machine, or made by
+		// root's first run without the group.
+		{"default", []string{"HOME=" + home}, []string{"/var/lib/baton/locks", "usermod -aG baton 60005", "log in again"}},
+		{"root's directory", []string{"HOME=" + home, "BATON_LOCK_DIR=" + notMine},
+			[]string{"cannot create lock files in " + notMine, "chgrp baton " + notMine + " && chmod 2770 " + notMine, "usermod -aG baton 60005"}},
+	} {
+		r := runAs(t, 60005, 60005, c.env, "run", "--db-wait", "10m", "demo", "--", "echo", "ran")
+		if r.code != 69 || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q; want 69 and no run", c.name, r.code, r.stdout)
+		}
+		if strings.Contains(r.stderr, "retrying") {
+			t.Errorf("%s: retried a permission problem: %q", c.name, r.stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s: stderr %q does not say %q", c.name, r.stderr, w)
+			}
+		}
+		if _, err := user.LookupGroup("baton"); err != nil && !strings.Contains(r.stderr, "groupadd --system baton && ") {
+			t.Errorf("%s: no group baton on this host, and stderr %q does not create it first", c.name, r.stderr)
+		}
+	}
+}
+
+// On a read-only file system no set-up as root helps: baton run says so and
+// suggests a writable directory, not usermod or chmod.
+func TestRunReadOnlyLockDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(readOnlyDir(t), "locks")
+	s := store{name: "local", env: []string{"BATON_LOCK_DIR=" + dir}}
+	r := s.run(t, "run", "job", "--", "true")
+	if r.code != 69 || !strings.Contains(r.stderr, "read-only") || strings.Contains(r.stderr, "chmod") || strings.Contains(r.stderr, "usermod") {
+		t.Fatalf("exit %d, stderr %q; want 69 and a writable directory suggested", r.code, r.stderr)
 	}
 }

@@ -58,6 +58,10 @@ prints what is left: the events that wait (a not-before time, a retry's
 backoff, an earlier event of their ordering key) and when the first comes
 due, and the dead events.
 
+Under systemd (Type=notify): READY=1 after the first delivery round that
+worked, STATUS= lines, STOPPING=1 on TERM, and WATCHDOG=1 while rounds end;
+journal logs with priorities (docs/SYSTEMD.md).
+
 Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing
 deliverable now); 64 usage error (bad --sink, topic or flag); 69 store
 unavailable at start; 70 internal error.
@@ -195,7 +199,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	c.store.register(fs)
 	c.relay.register(fs, "")
 	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is deliverable now, saying what waits and until when (drain a backlog, benchmarks)")
-	fs.StringVar(&c.logFormat, "log-format", "auto", "text, json, or auto (text on a terminal, JSON otherwise)")
+	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
 	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -207,7 +211,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	if c.relay.sink == "" {
 		return baton.Invalid("--sink", "no sink: give --sink SPEC (e.g. --sink http://127.0.0.1:8080/events)")
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -231,6 +235,15 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer stopHTTP()
 	log = log.With("pid", os.Getpid())
+	// Under systemd: READY=1 after the first delivery round that worked,
+	// WATCHDOG=1 while rounds end, STOPPING=1 on TERM (docs/SYSTEMD.md).
+	svc := startService(ctx, c.env, log)
+	defer svc.close()
+	r.RoundDone = func(_ int, err error) {
+		svc.round(err, func() string {
+			return fmt.Sprintf("delivered %d events, %d deliveries failed", r.Delivered(), r.Failed())
+		})
+	}
 	if err := c.relay.start(ctx, st, r, log); err != nil || !c.untilIdle || ctx.Err() != nil {
 		return err
 	}

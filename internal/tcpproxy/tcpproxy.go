@@ -6,6 +6,10 @@
 // accepted, until Restore. A cut looks to the client like a server that went
 // away, which is what a client must survive; the server sees its client
 // disconnect.
+//
+// Freeze is the other failure: a server that hangs (stopped, or a network
+// that drops every packet). Connections stay open and no byte passes either
+// way until Thaw; a client notices only through its own timeouts.
 package tcpproxy
 
 import (
@@ -26,7 +30,9 @@ type Proxy struct {
 	target   string
 
 	mu     sync.Mutex
+	thawed *sync.Cond // broadcast on Thaw and Close
 	cut    bool
+	frozen bool
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every forwarded connection
 
@@ -41,6 +47,7 @@ func Start(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{listener: l, target: target, conns: make(map[net.Conn]struct{})}
+	p.thawed = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
@@ -69,6 +76,22 @@ func (p *Proxy) Restore() {
 	p.cut = false
 }
 
+// Freeze holds every byte on every connection, forwarded or new, without
+// closing any, until Thaw.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = true
+}
+
+// Thaw forwards again, first the bytes held while frozen.
+func (p *Proxy) Thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = false
+	p.thawed.Broadcast()
+}
+
 // Close stops listening, closes every forwarded connection and waits for the
 // proxy's goroutines to end.
 func (p *Proxy) Close() error {
@@ -78,6 +101,7 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.thawed.Broadcast()
 	err := p.listener.Close()
 	p.closeAllLocked()
 	p.mu.Unlock()
@@ -135,8 +159,8 @@ func (p *Proxy) forward(client net.Conn) {
 	defer p.untrack(client, server)
 
 	done := make(chan struct{}, 2)
-	go func() { pipe(server, client); done <- struct{}{} }()
-	go func() { pipe(client, server); done <- struct{}{} }()
+	go func() { pipe(server, p.gate(client)); done <- struct{}{} }()
+	go func() { pipe(client, p.gate(server)); done <- struct{}{} }()
 	<-done
 	<-done
 }
@@ -144,7 +168,7 @@ func (p *Proxy) forward(client net.Conn) {
 // pipe copies src to dst. When src ends cleanly it passes the half-close on,
 // so a client that shuts down its write side still reads the reply; on an
 // error both connections are closed, which also ends the copy the other way.
-func pipe(dst, src net.Conn) {
+func pipe(dst net.Conn, src gated) {
 	_, err := io.Copy(dst, src)
 	if err == nil {
 		if tc, ok := dst.(*net.TCPConn); ok {
@@ -155,6 +179,24 @@ func pipe(dst, src net.Conn) {
 	}
 	dst.Close()
 	src.Close()
+}
+
+// gate is src whose reads return only while the proxy is not frozen.
+func (p *Proxy) gate(src net.Conn) gated { return gated{src, p} }
+
+type gated struct {
+	net.Conn
+	p *Proxy
+}
+
+func (g gated) Read(b []byte) (int, error) {
+	n, err := g.Conn.Read(b)
+	g.p.mu.Lock()
+	for g.p.frozen && !g.p.closed {
+		g.p.thawed.Wait()
+	}
+	g.p.mu.Unlock()
+	return n, err
 }
 
 func (p *Proxy) track(conns ...net.Conn) bool {

@@ -184,3 +184,28 @@ func TestClose(t *testing.T) {
 		t.Fatal("proxy still listens after Close")
 	}
 }
+
+func TestFreezeAndThaw(t *testing.T) {
+	t.Parallel()
+	p := startProxy(t, echoServer(t))
+	c := dial(t, p.Addr())
+	roundTrip(t, c, "before")
+
+	p.Freeze()
+	io.WriteString(c, "held\n")
+	// Nothing comes back while frozen, and the connection stays open.
+	c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	r := bufio.NewReader(c)
+	if got, err := r.ReadString('\n'); err == nil {
+		t.Fatalf("read %q through a frozen proxy", got)
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("frozen read: %v, want a timeout", err)
+	}
+
+	p.Thaw()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if got, err := r.ReadString('\n'); err != nil || got != "held\n" {
+		t.Fatalf("after thaw: %q, %v; want the held bytes", got, err)
+	}
+	roundTrip(t, c, "after")
+}
