@@ -35,6 +35,12 @@ fi
 # stamps the binary with its git revision.
 command -v openssl >/dev/null || missing+=(openssl)
 command -v git >/dev/null || missing+=(git)
+# The completion tests (cmd/baton/help_test.go) have zsh and fish check and
+# run their scripts; the release test verifies the packaged units with
+# systemd-analyze (Debian's systemd package).
+command -v zsh >/dev/null || missing+=(zsh)
+command -v fish >/dev/null || missing+=(fish)
+command -v systemd-analyze >/dev/null || missing+=(systemd)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
