@@ -14,7 +14,6 @@ package metrics
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,22 +30,18 @@ const namespace = "baton"
 // global one, so that tests and libraries embedding baton do not collide).
 type Metrics struct {
 	reg *prometheus.Registry
+	// jobReg has the series labelled by job (see expose.go), jobSources
+	// the same collectors as jobSources, for Handler's streamed text.
+	jobReg     *prometheus.Registry
+	sourcesMu  sync.Mutex
+	jobSources []jobSource
 
-	runs           *prometheus.CounterVec
-	runDuration    *prometheus.HistogramVec
-	runsInProgress *prometheus.GaugeVec
-	startLag       prometheus.Histogram
-	skipped        *prometheus.CounterVec
-	leaseAcquired  *prometheus.CounterVec
-	leaseBusy      *prometheus.CounterVec
-	leaseLost      *prometheus.CounterVec
-	token          *prometheus.GaugeVec
-	renewDuration  prometheus.Histogram
-	renewals       *prometheus.CounterVec
+	startLag      prometheus.Histogram
+	renewDuration prometheus.Histogram
+	renewals      *prometheus.CounterVec
 
-	mu         sync.Mutex
-	jobs       []string       // the job file's jobs, as last loaded
-	inProgress map[string]int // runs_in_progress, by job
+	mu   sync.Mutex
+	jobs map[string]*jobSeries // the per-job metrics (jobCollector), by job
 
 	scheduleOnce sync.Once
 	schedule     atomic.Pointer[scheduleSource]
@@ -65,9 +60,8 @@ type Metrics struct {
 // is late by a poll interval normally and by minutes when daemons are
 // overloaded; a renewal is one short statement (or a stat of a lock file).
 var (
-	runDurationBuckets = []float64{0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 4 * 3600, 12 * 3600}
-	startLagBuckets    = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900}
-	renewBuckets       = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	startLagBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900}
+	renewBuckets    = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 )
 
 // New makes a registry with the Go runtime's and the process's collectors
@@ -75,46 +69,14 @@ var (
 // WatchSchedule and WatchPool.
 func New() *Metrics {
 	m := &Metrics{
-		reg:        prometheus.NewRegistry(),
-		inProgress: map[string]int{},
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "runs_total",
-			Help: "Attempts of jobs' ticks that ended, by outcome (succeeded, failed, timed-out, lost-lease, fenced, unknown). A retried tick counts each attempt.",
-		}, []string{"job", "outcome"}),
-		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "run_duration_seconds",
-			Help:    "How long attempts ran in this daemon, from the lease taken to the tree gone, whatever their outcome.",
-			Buckets: runDurationBuckets,
-		}, []string{"job"}),
-		runsInProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "runs_in_progress",
-			Help: "Attempts running in this daemon now.",
-		}, []string{"job"}),
+		reg:    prometheus.NewRegistry(),
+		jobReg: prometheus.NewRegistry(),
+		jobs:   map[string]*jobSeries{},
 		startLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "tick_start_lag_seconds",
 			Help:    "How late first attempts started after their tick was due (its instant plus its jitter), on this host's clock. Retries and backfilled ticks are not counted.",
 			Buckets: startLagBuckets,
 		}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "ticks_skipped_total",
-			Help: "Ticks that ended without a run, by reason: overlap, queue_full, replace_failed (outcome skipped-overlap); missed (no daemon ran), behind (daemons ran but fell behind), overtaken (a later tick started first), job_removed (outcome skipped-missed).",
-		}, []string{"job", "reason"}),
-		leaseAcquired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "lease_acquisitions_total",
-			Help: "Terms of jobs' leases granted to this daemon.",
-		}, []string{"job"}),
-		leaseBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "lease_busy_total",
-			Help: "Ticks that found their job's leases held when they tried to take one.",
-		}, []string{"job"}),
-		leaseLost: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "lease_lost_total",
-			Help: "Terms lost while their command ran (renewal refused, or trust ran out), or found lost when this daemon took over a tick whose daemon died.",
-		}, []string{"job"}),
-		token: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "lease_fencing_token",
-			Help: "Fencing token of the last term this daemon was granted, by job and lease (the job's name, or job#N for overlap allow: N).",
-		}, []string{"job", "lease"}),
 		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "lease_renew_duration_seconds",
 			Help:    "How long lease renewals took, whatever their result.",
@@ -130,9 +92,9 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.runs, m.runDuration, m.runsInProgress, m.startLag, m.skipped,
-		m.leaseAcquired, m.leaseBusy, m.leaseLost, m.token, m.renewDuration, m.renewals,
+		m.startLag, m.renewDuration, m.renewals,
 	)
+	m.addSource(jobCollector{m})
 	for _, r := range renewResults {
 		m.renewals.WithLabelValues(r)
 	}
@@ -152,7 +114,7 @@ const (
 // collector that fails (none of baton's do: the store's says so in
 // baton_schedule_up) does not hide the others.
 func (m *Metrics) Handler() http.Handler {
-	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+	whole := promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		Registry:      m.reg, // promhttp_metric_handler_errors_total
 	})
@@ -167,7 +129,7 @@ func (m *Metrics) Handler() http.Handler {
 		select {
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
-			h.ServeHTTP(w, r)
+			m.serve(whole, w, r)
 		case <-wait.C:
 			http.Error(w, fmt.Sprintf("too many scrapes at once: %d gathering, more waited %s", MaxScrapes, ScrapeWait), http.StatusServiceUnavailable)
 		case <-r.Context().Done():
@@ -187,46 +149,7 @@ func (m *Metrics) shared(at time.Time) bool {
 	return !at.IsZero() && time.Since(at) < time.Duration(m.shareFor.Load())
 }
 
-// Registry is where the metrics are, for a caller that adds its own.
+// Registry is where the metrics are, for a caller that adds its own: all
+// but those labelled by job, which Handler serves from a registry of their
+// own (Gatherer gathers both).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
-// jobVecs are the metrics labelled by job, forgotten when a job leaves
-// (runs_in_progress too, once the job's runs have ended).
-func (m *Metrics) jobVecs() []interface {
-	DeletePartialMatch(prometheus.Labels) int
-} {
-	return []interface {
-		DeletePartialMatch(prometheus.Labels) int
-	}{m.runs, m.runDuration, m.skipped, m.leaseAcquired, m.leaseBusy, m.leaseLost, m.token}
-}
-
-// loadJobs makes the counters of the file's jobs exist at zero, so that
-// the first failure of a job is an increase that rate() and increase()
-// see, and drops every series of the jobs the file no longer has.
-func (m *Metrics) loadJobs(jobs []string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, old := range m.jobs {
-		if !slices.Contains(jobs, old) {
-			for _, v := range m.jobVecs() {
-				v.DeletePartialMatch(prometheus.Labels{"job": old})
-			}
-			if m.inProgress[old] == 0 {
-				m.runsInProgress.DeleteLabelValues(old)
-			}
-		}
-	}
-	for _, job := range jobs {
-		for _, o := range runOutcomes {
-			m.runs.WithLabelValues(job, o)
-		}
-		for _, r := range skipReasons {
-			m.skipped.WithLabelValues(job, r)
-		}
-		m.leaseAcquired.WithLabelValues(job)
-		m.leaseBusy.WithLabelValues(job)
-		m.leaseLost.WithLabelValues(job)
-		m.runsInProgress.WithLabelValues(job)
-	}
-	m.jobs = slices.Clone(jobs)
-}

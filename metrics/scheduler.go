@@ -2,22 +2,27 @@ package metrics
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // runOutcomes are the outcomes an attempt can end with; each job's
 // baton_runs_total starts at zero for each.
-var runOutcomes = []string{
+var runOutcomes = [numOutcomes]string{
 	string(baton.OutcomeSucceeded), string(baton.OutcomeFailed), string(baton.OutcomeTimedOut),
 	string(baton.OutcomeLostLease), string(baton.OutcomeFenced), string(baton.OutcomeUnknown),
 }
 
 var skipReasons = func() []string {
+	if len(scheduler.SkipReasons) != numSkipReasons {
+		panic("metrics: numSkipReasons is not len(scheduler.SkipReasons)")
+	}
 	out := make([]string, len(scheduler.SkipReasons))
 	for i, r := range scheduler.SkipReasons {
 		out[i] = string(r)
@@ -39,8 +44,9 @@ func (o schedulerObserver) JobsLoaded(jobs []string) { o.m.loadJobs(jobs) }
 func (o schedulerObserver) RunStarted(job string, lag time.Duration) {
 	m := o.m
 	m.mu.Lock()
-	m.inProgress[job]++
-	m.runsInProgress.WithLabelValues(job).Set(float64(m.inProgress[job]))
+	s := m.series(job)
+	s.inProgress++
+	s.progressShown = true
 	m.mu.Unlock()
 	if lag >= 0 {
 		m.startLag.Observe(lag.Seconds())
@@ -49,32 +55,63 @@ func (o schedulerObserver) RunStarted(job string, lag time.Duration) {
 
 func (o schedulerObserver) RunEnded(job string, outcome baton.Outcome, took time.Duration) {
 	m := o.m
-	m.runs.WithLabelValues(job, string(outcome)).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.series(job)
+	if i := slices.Index(runOutcomes[:], string(outcome)); i >= 0 {
+		s.runs[i]++
+	} else {
+		if s.other == nil {
+			s.other = map[string]uint64{}
+		}
+		s.other[string(outcome)]++
+	}
 	if took < 0 { // an attempt of a daemon that died: not run here
 		return
 	}
-	m.runDuration.WithLabelValues(job).Observe(took.Seconds())
-	m.mu.Lock()
-	m.inProgress[job] = max(m.inProgress[job]-1, 0)
-	m.runsInProgress.WithLabelValues(job).Set(float64(m.inProgress[job]))
-	if m.inProgress[job] == 0 {
-		delete(m.inProgress, job)
+	if s.durations == nil {
+		s.durations = &durationHist{}
 	}
-	m.mu.Unlock()
+	s.durations.observe(took.Seconds())
+	s.inProgress = max(s.inProgress-1, 0)
+	s.progressShown = true
 }
 
 func (o schedulerObserver) TicksSkipped(job string, reason scheduler.SkipReason, n int) {
-	o.m.skipped.WithLabelValues(job, string(reason)).Add(float64(n))
+	if n <= 0 {
+		return
+	}
+	i := slices.Index(skipReasons, string(reason))
+	if i < 0 {
+		return // not a SkipReason: no such label value
+	}
+	o.m.mu.Lock()
+	o.m.series(job).skipped[i] += uint64(n)
+	o.m.mu.Unlock()
 }
 
 func (o schedulerObserver) LeaseAcquired(job, lease string, token int64) {
-	o.m.leaseAcquired.WithLabelValues(job).Inc()
-	o.m.token.WithLabelValues(job, lease).Set(float64(token))
+	o.m.mu.Lock()
+	defer o.m.mu.Unlock()
+	s := o.m.series(job)
+	s.acquired++
+	if s.tokens == nil {
+		s.tokens = map[string]int64{}
+	}
+	s.tokens[lease] = token
 }
 
-func (o schedulerObserver) LeaseBusy(job string) { o.m.leaseBusy.WithLabelValues(job).Inc() }
+func (o schedulerObserver) LeaseBusy(job string) {
+	o.m.mu.Lock()
+	o.m.series(job).busy++
+	o.m.mu.Unlock()
+}
 
-func (o schedulerObserver) LeaseLost(job string) { o.m.leaseLost.WithLabelValues(job).Inc() }
+func (o schedulerObserver) LeaseLost(job string) {
+	o.m.mu.Lock()
+	o.m.series(job).lost++
+	o.m.mu.Unlock()
+}
 
 func (o schedulerObserver) LeaseRenewed(job string, took time.Duration, err error) {
 	o.m.renewDuration.Observe(took.Seconds())
@@ -104,34 +141,44 @@ type scheduleRead struct {
 	at     time.Time // zero: none yet
 	took   time.Duration
 	now    time.Time
-	jobs   []baton.DefinedJob
+	jobs   []jobState
 	schema int
 	err    error
 }
 
 var (
-	sinceSuccessDesc = prometheus.NewDesc("baton_job_seconds_since_last_success",
+	sinceSuccessFamily = newFamily("baton_job_seconds_since_last_success",
 		"Seconds since the job's last succeeded tick ended, by the store's clock, whichever daemon ran it; for a job that never succeeded, since its current definition was written (baton_job_last_success_timestamp_seconds is 0 then).",
-		[]string{"job"}, nil)
-	lastSuccessDesc = prometheus.NewDesc("baton_job_last_success_timestamp_seconds",
+		dto.MetricType_GAUGE, "job")
+	lastSuccessFamily = newFamily("baton_job_last_success_timestamp_seconds",
 		"Unix time at which the job's last succeeded tick ended, by the store's clock; 0 when it never succeeded (or its history was pruned of every success).",
-		[]string{"job"}, nil)
-	pausedDesc = prometheus.NewDesc("baton_job_paused",
+		dto.MetricType_GAUGE, "job")
+	pausedFamily = newFamily("baton_job_paused",
 		"1 when the job is paused (baton pause), else 0.",
-		[]string{"job"}, nil)
-	overdueDesc = prometheus.NewDesc("baton_job_next_tick_overdue_seconds",
+		dto.MetricType_GAUGE, "job")
+	overdueFamily = newFamily("baton_job_next_tick_overdue_seconds",
 		"Seconds since the job's next tick fell due without any daemon claiming it (0 when not yet due, or paused). More than a few poll intervals: no daemon schedules it.",
-		[]string{"job"}, nil)
-	scheduleUpDesc = prometheus.NewDesc("baton_schedule_up",
+		dto.MetricType_GAUGE, "job")
+	scheduleUpFamily = newFamily("baton_schedule_up",
 		"1 when this scrape could read the schedule from the store, 0 when it could not (the job metrics are then absent).",
-		nil, nil)
-	scheduleScrapeDesc = prometheus.NewDesc("baton_schedule_scrape_duration_seconds",
+		dto.MetricType_GAUGE)
+	scheduleScrapeFamily = newFamily("baton_schedule_scrape_duration_seconds",
 		"How long this scrape's store queries took.",
-		nil, nil)
-	schemaVersionDesc = prometheus.NewDesc("baton_schema_version",
+		dto.MetricType_GAUGE)
+	schemaVersionFamily = newFamily("baton_schema_version",
 		"The highest migration applied to the store's schema.",
-		nil, nil)
+		dto.MetricType_GAUGE)
+	scheduleFamilies = []*family{scheduleScrapeFamily, scheduleUpFamily, schemaVersionFamily,
+		sinceSuccessFamily, lastSuccessFamily, pausedFamily, overdueFamily}
 )
+
+// jobState is what the scrape shows of a job the store read: only this is
+// kept between scrapes, not the job's definition.
+type jobState struct {
+	name                             string
+	definedAt, lastSuccess, nextTick time.Time
+	paused                           bool
+}
 
 // WatchSchedule adds, at each scrape, what the store says of every job:
 // seconds since its last success, whether it is paused, how overdue its
@@ -142,60 +189,87 @@ var (
 // read per window). Calling it again watches another store instead.
 func (m *Metrics) WatchSchedule(s *scheduler.Store) {
 	m.schedule.Store(&scheduleSource{store: s})
-	m.scheduleOnce.Do(func() { m.reg.MustRegister(scheduleCollector{m}) })
+	m.scheduleOnce.Do(func() { m.addSource(scheduleCollector{m}) })
 }
 
 type scheduleCollector struct{ m *Metrics }
 
-func (c scheduleCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sinceSuccessDesc, lastSuccessDesc, pausedDesc, overdueDesc, scheduleUpDesc, scheduleScrapeDesc, schemaVersionDesc} {
-		ch <- d
-	}
-}
+func (c scheduleCollector) families() []*family { return scheduleFamilies }
 
-func (c scheduleCollector) Collect(ch chan<- prometheus.Metric) {
+// scrape reads the store (or takes the read it shares), and emits from it.
+func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
 	src := c.m.schedule.Load()
 	src.mu.Lock()
-	defer src.mu.Unlock()
 	if !c.m.shared(src.last.at) {
 		ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
-		defer cancel()
 		r := scheduleRead{at: time.Now()}
 		r.now, r.err = src.store.Now(ctx)
+		var jobs []baton.DefinedJob
 		if r.err == nil {
-			r.jobs, r.err = src.store.Jobs(ctx)
+			jobs, r.err = src.store.Jobs(ctx)
 		}
 		if r.err == nil {
 			r.schema, r.err = src.store.SchemaVersion(ctx)
 		}
+		cancel()
 		r.took = time.Since(r.at)
+		r.jobs = make([]jobState, len(jobs))
+		for i, j := range jobs {
+			r.jobs[i] = jobState{name: j.Job.Name, definedAt: j.DefinedAt, lastSuccess: j.LastSuccess, nextTick: j.NextTick, paused: j.Paused}
+		}
 		src.last = r
 	}
-	now, jobs, schema, err := src.last.now, src.last.jobs, src.last.schema, src.last.err
-	ch <- prometheus.MustNewConstMetric(scheduleScrapeDesc, prometheus.GaugeValue, src.last.took.Seconds())
-	if err != nil {
-		ch <- prometheus.MustNewConstMetric(scheduleUpDesc, prometheus.GaugeValue, 0)
-		return
+	r := src.last // never changed in place: a new read replaces it
+	src.mu.Unlock()
+	gauge := func(send func(prometheus.Metric), f *family, v float64, labels ...string) {
+		send(prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, v, labels...))
 	}
-	ch <- prometheus.MustNewConstMetric(scheduleUpDesc, prometheus.GaugeValue, 1)
-	ch <- prometheus.MustNewConstMetric(schemaVersionDesc, prometheus.GaugeValue, float64(schema))
-	for _, j := range jobs {
-		name := j.Job.Name
-		since, last := now.Sub(j.DefinedAt), 0.0
-		if !j.LastSuccess.IsZero() {
-			since, last = now.Sub(j.LastSuccess), unixSeconds(j.LastSuccess)
+	return func(f *family, send func(prometheus.Metric)) {
+		switch f {
+		case scheduleScrapeFamily:
+			gauge(send, f, r.took.Seconds())
+		case scheduleUpFamily:
+			gauge(send, f, float64(btoi(r.err == nil)))
+		case schemaVersionFamily:
+			if r.err == nil {
+				gauge(send, f, float64(r.schema))
+			}
 		}
-		ch <- prometheus.MustNewConstMetric(sinceSuccessDesc, prometheus.GaugeValue, max(since, 0).Seconds(), name)
-		ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, last, name)
-		paused, overdue := 0.0, time.Duration(0)
-		if j.Paused {
-			paused = 1
-		} else if !j.NextTick.IsZero() {
-			overdue = max(now.Sub(j.NextTick), 0)
+		if r.err != nil {
+			return
 		}
-		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, paused, name)
-		ch <- prometheus.MustNewConstMetric(overdueDesc, prometheus.GaugeValue, overdue.Seconds(), name)
+		for _, j := range r.jobs {
+			switch f {
+			case sinceSuccessFamily:
+				since := r.now.Sub(j.definedAt)
+				if !j.lastSuccess.IsZero() {
+					since = r.now.Sub(j.lastSuccess)
+				}
+				gauge(send, f, max(since, 0).Seconds(), j.name)
+			case lastSuccessFamily:
+				last := 0.0
+				if !j.lastSuccess.IsZero() {
+					last = unixSeconds(j.lastSuccess)
+				}
+				gauge(send, f, last, j.name)
+			case pausedFamily:
+				gauge(send, f, float64(btoi(j.paused)), j.name)
+			case overdueFamily:
+				overdue := time.Duration(0)
+				if !j.paused && !j.nextTick.IsZero() {
+					overdue = max(r.now.Sub(j.nextTick), 0)
+				}
+				gauge(send, f, overdue.Seconds(), j.name)
+			}
+		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }

@@ -89,26 +89,32 @@ func (j JobStatus) Failing() bool {
 // the outbox's backlog. With timelines, each job gets its last 24 h of
 // ticks too (one statement for all jobs; see loadTimelines).
 func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox, timelines bool) (*Overview, error) {
-	jobs, err := sched.Jobs(ctx)
+	// The job listing is most of the time (one row and three index probes
+	// a job); the other reads (and the outbox's) go on beside it, on
+	// another connection of the pool.
+	type listing struct {
+		jobs []baton.DefinedJob
+		err  error
+	}
+	listed := make(chan listing, 1)
+	go func() {
+		jobs, err := sched.Jobs(ctx)
+		listed <- listing{jobs, err}
+	}()
+	daemons, now, leases, schema, err := loadFleet(ctx, sched, leaser)
+	var obStatus *outbox.Status
+	var obErr error
+	if err == nil && ob != nil {
+		obStatus, obErr = ob.Status(ctx)
+	}
+	l := <-listed
+	if l.err != nil {
+		return nil, l.err
+	}
 	if err != nil {
 		return nil, err
 	}
-	daemons, err := sched.Daemons(ctx, DaemonWindow)
-	if err != nil {
-		return nil, err
-	}
-	now, err := sched.Now(ctx)
-	if err != nil {
-		return nil, err
-	}
-	leases, err := leaser.Leases(ctx)
-	if err != nil {
-		return nil, err
-	}
-	schema, err := sched.SchemaVersion(ctx)
-	if err != nil {
-		return nil, err
-	}
+	jobs := l.jobs
 	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}
@@ -128,12 +134,28 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		o.Jobs = append(o.Jobs, js)
 	}
 	if ob != nil {
-		if o.Outbox, err = ob.Status(ctx); err != nil {
-			o.Outbox, o.OutboxError = nil, err.Error()
+		if o.Outbox = obStatus; obErr != nil {
+			o.Outbox, o.OutboxError = nil, obErr.Error()
 		}
 	}
 	o.Summary = summarize(o)
 	return o, nil
+}
+
+// loadFleet reads the overview's small parts: the running daemons, the
+// store's clock, the leases and the schema version.
+func loadFleet(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser) (daemons []scheduler.DaemonInfo, now time.Time, leases []baton.Lease, schema int, err error) {
+	if daemons, err = sched.Daemons(ctx, DaemonWindow); err != nil {
+		return
+	}
+	if now, err = sched.Now(ctx); err != nil {
+		return
+	}
+	if leases, err = leaser.Leases(ctx); err != nil {
+		return
+	}
+	schema, err = sched.SchemaVersion(ctx)
+	return
 }
 
 func summarize(o *Overview) Summary {
