@@ -1,12 +1,16 @@
 package flock
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/batonhq/baton"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,5 +59,126 @@ func hostSetup(dir string) string {
 		}
 		return strings.TrimPrefix(then, "; ")
 	}
-	return "as root, once: " + strings.Join(steps, " && ") + then
+	setup := "baton setup local"
+	if dir != HostDir {
+		setup += " --lock-dir " + shellQuote(dir)
+	}
+	if slices.ContainsFunc(steps, func(s string) bool { return strings.HasPrefix(s, "usermod ") }) {
+		setup += " --user " + shellQuote(name)
+	}
+	return "as root, once: " + setup + " (by hand: " + strings.Join(steps, " && ") + ")" + then
+}
+
+// A SetupStep is one thing SetupHost did, or found done.
+type SetupStep struct {
+	// Step is the command it stands for, as hostSetup names it: what an
+	// operator would run by hand to do the same.
+	Step string `json:"step"`
+	// Done is false when it was already so (nothing changed), or under a
+	// dry run.
+	Done bool `json:"done"`
+}
+
+// SetupHost does, as root, the one-time set-up that lets every member of
+// group lock in dir for host scope, as the package's sysusers.d and
+// tmpfiles.d entries do: the group (a system group), the directory (mode
+// 2770, owner root, the group, setgid, its parents 0755) and each user's
+// membership. It changes only what is missing, so running it again changes
+// nothing. With dryRun it changes nothing and reports the steps it would
+// take (Done false). Host scope's group is HostGroup; group is a parameter
+// for tests.
+func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, error) {
+	var steps []SetupStep
+	do := func(step string, f func() error) error {
+		if dryRun {
+			steps = append(steps, SetupStep{Step: step})
+			return nil
+		}
+		if err := f(); err != nil {
+			return err
+		}
+		steps = append(steps, SetupStep{Step: step, Done: true})
+		return nil
+	}
+	run := func(name string, args ...string) func() error {
+		return func() error {
+			out, err := exec.Command(name, args...).CombinedOutput()
+			if err != nil {
+				return baton.Errorf(baton.EUNAVAILABLE, "%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+			}
+			return nil
+		}
+	}
+	if !dryRun && os.Geteuid() != 0 {
+		return nil, &baton.Error{Code: baton.EUNAVAILABLE, Message: "setting up " + dir + " needs root (run it with sudo, or see what it would do with --dry-run)"}
+	}
+	if _, err := user.LookupGroup(group); err != nil {
+		if err := do("groupadd --system "+group, run("groupadd", "--system", group)); err != nil {
+			return steps, err
+		}
+	}
+	gid := func() (int, error) {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(g.Gid)
+	}
+	var st unix.Stat_t
+	switch err := unix.Stat(dir, &st); {
+	case errors.Is(err, unix.ENOENT):
+		err := do("install -d -m 2770 -g "+group+" "+shellQuote(dir), func() error {
+			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", filepath.Dir(dir))
+			}
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", dir)
+			}
+			return ownAndMode(dir, gid)
+		})
+		if err != nil {
+			return steps, err
+		}
+	case err != nil:
+		return steps, baton.Wrap(baton.EUNAVAILABLE, err, "%s", dir)
+	default:
+		want, err := gid()
+		if (err != nil && dryRun) || (err == nil && int(st.Gid) != want) || st.Mode&0o7777 != 0o2770 {
+			err := do("chgrp "+group+" "+shellQuote(dir)+" && chmod 2770 "+shellQuote(dir), func() error { return ownAndMode(dir, gid) })
+			if err != nil {
+				return steps, err
+			}
+		}
+	}
+	for _, name := range users {
+		u, err := user.Lookup(name)
+		if err != nil {
+			return steps, baton.Invalid("--user", "no user %q: %v", name, err)
+		}
+		if g, err := user.LookupGroup(group); err == nil {
+			if ids, err := u.GroupIds(); err == nil && slices.Contains(ids, g.Gid) {
+				continue
+			}
+		}
+		if err := do("usermod -aG "+group+" "+name, run("usermod", "-aG", group, name)); err != nil {
+			return steps, err
+		}
+	}
+	return steps, nil
+}
+
+// ownAndMode gives dir to root and the group, mode 2770. chmod comes after
+// chown, which clears the setgid bit.
+func ownAndMode(dir string, gid func() (int, error)) error {
+	g, err := gid()
+	if err == nil {
+		err = os.Chown(dir, 0, g)
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o770|os.ModeSetgid)
+	}
+	if err != nil {
+		return baton.Wrap(baton.EUNAVAILABLE, err, "setting the group and mode of %s", dir)
+	}
+	return nil
 }

@@ -231,7 +231,7 @@ func TestLockDirFailsAtOnce(t *testing.T) {
 		want string
 	}{
 		{"missing or unwritable host directory", []string{"HOME=" + home}, "--scope user"},
-		{"unwritable directory", []string{"HOME=" + home, "BATON_LOCK_DIR=" + ro}, "fix its owner"},
+		{"unwritable directory", []string{"HOME=" + home, "BATON_LOCK_DIR=" + ro}, "as root, once: baton setup local --lock-dir " + ro + " --user 60004 (by hand: "},
 	} {
 		r := runAs(t, 60004, 60004, c.env, "run", "--db-wait", "20s", "job", "--", "true")
 		if r.code != 69 || strings.Contains(r.stderr, "retrying") || !strings.Contains(r.stderr, c.want) {

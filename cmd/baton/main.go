@@ -92,6 +92,7 @@ var commands = []struct {
 	{"migrate", "apply baton's schema migrations (PostgreSQL, or the local store's baton.db) and check its version", func(e *Env) Command { return &MigrateCommand{env: e} }},
 	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
+	{"setup", "one-time set-up as root: the group and lock directory that users of baton share (setup local)", func(e *Env) Command { return &SetupCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
 	{"daemon", "run the jobs of a job file on their schedules", func(e *Env) Command { return &DaemonCommand{env: e} }},
 	{"validate", "check a job file", func(e *Env) Command { return &ValidateCommand{env: e} }},
