@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -38,7 +40,16 @@ type Daemon struct {
 	// of FeatureLevel. Only tests set it, lower, to play an older daemon in
 	// a mixed fleet ('baton daemon' reads BATON_TEST_FEATURE_LEVEL).
 	PlayLevel *int
+	// Action, when set, replaces every run's command: it is called under
+	// the run's term, and its Ending is recorded as the attempt's. baton
+	// bench claims sets a no-op, to measure the daemon's own work on the
+	// real path (claims, leases, starts, outcomes) without processes.
+	Action func(j baton.Job, t baton.Tick, term *baton.Term) Ending
 
+	starts   *batcher[startCall, startAnswer]   // the runs' starts, recorded in batches
+	finishes *batcher[finishCall, finishAnswer] // … and their outcomes
+	live     atomic.Int64                       // daemons seen within ClaimTTL, as last counted (at least 1)
+	capped   bool                               // the last claim took only this daemon's share of the due jobs
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
 	versions map[string]string    // … and each job's version
@@ -77,6 +88,8 @@ func (d *Daemon) defaults() {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.slots == nil {
+		d.starts = &batcher[startCall, startAnswer]{do: d.Store.startBatch}
+		d.finishes = &batcher[finishCall, finishAnswer]{do: d.Store.finishBatch}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
@@ -241,6 +254,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
+	d.countLive(ctx)
 	go d.heartbeat(bg, hbStop, hbDone)
 
 	poll := time.NewTimer(0)
@@ -266,10 +280,20 @@ loop:
 			d.Log.Info("claiming ticks works again")
 			failing = false
 		}
-		if more {
+		switch {
+		case more:
 			poll.Reset(0)
-		} else {
-			poll.Reset(d.Poll)
+		case d.capped:
+			// This daemon took its share of what was due: the rest is for
+			// the others, who poll meanwhile; whatever they leave, it takes
+			// on its next claim, soon.
+			poll.Reset(d.Poll/8 + rand.N(d.Poll/8+1))
+		default:
+			// A poll of random length, between half and one and a half
+			// Poll: daemons that started together do not stay in step, so
+			// that the first to poll after a tick's instant is each time
+			// another (fair spread; see also claimShare).
+			poll.Reset(d.Poll/2 + rand.N(d.Poll+1))
 		}
 	}
 
@@ -334,7 +358,14 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if limit <= 0 {
 		return true, nil
 	}
-	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
+	// Right after a claim capped at this daemon's share, it takes what
+	// the others left.
+	live := int(d.live.Load())
+	if d.capped {
+		live = 1
+	}
+	due, missed, capped, err := d.Store.claimShare(ctx, d.ID, d.Level(), d.ClaimTTL, limit, live)
+	d.capped = capped
 	if err != nil {
 		return false, err
 	}
@@ -354,7 +385,17 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	for _, name := range order {
 		d.start(ctx, byJob[name]...)
 	}
-	return len(open)+len(due) >= min(free, 100), nil
+	return !capped && len(open)+len(due) >= min(free, 100), nil
+}
+
+// countLive counts the daemons that share the store, for the claims'
+// share (at least this one).
+func (d *Daemon) countLive(ctx context.Context) {
+	n, err := d.Store.Live(ctx, d.ClaimTTL)
+	if err != nil {
+		return // keep the last count
+	}
+	d.live.Store(int64(max(n, 1)))
 }
 
 // start handles claims, one after the other, in a goroutine of their own.
@@ -396,6 +437,9 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 		}
 		if err == nil {
 			err = d.checkDrift(hctx)
+		}
+		if err == nil {
+			d.countLive(hctx)
 		}
 		cancel()
 		switch {

@@ -307,15 +307,36 @@ type skipKey struct {
 // claimDue is ClaimDue by a daemon of feature level own that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer).
 func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
+	out, missed, _, err := s.claimShare(ctx, daemon, own, claimTTL, limit, 1)
+	return out, missed, err
+}
+
+// claimShare is claimDue by one of live daemons: when more than one is
+// live, it claims at most its share of the jobs due now (rounded up, at
+// least one), so that a few due ticks spread over the fleet rather than
+// going all to the first daemon to poll. capped says the share, not
+// limit, bounded the claim.
+func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit, live int) ([]Claim, map[skipKey]int, bool, error) {
 	var out []Claim
 	var missed map[skipKey]int
+	var capped bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out, missed = out[:0], map[skipKey]int{}
+		out, missed, capped = out[:0], map[skipKey]int{}, false
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own)
+		take := limit
+		if live > 1 {
+			var due int
+			if err := tx.QueryRowContext(ctx, s.query("count_due"), s.ts(now), limit*live, own).Scan(&due); err != nil {
+				return s.translate(err, "counting due jobs")
+			}
+			if share := max(1, (due+live-1)/live); share < limit {
+				take, capped = share, true
+			}
+		}
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), take, own)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -345,6 +366,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		capped = capped && len(jobs) == take
 		var up Uptime
 		if len(jobs) > 0 {
 			oldest := jobs[0].next // claim_jobs orders them by next tick
@@ -390,7 +412,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 	if err != nil {
 		missed = nil // rolled back
 	}
-	return out, missed, err
+	return out, missed, capped, err
 }
 
 // uptime is when daemons ran since after (see Uptime): the claiming daemon
@@ -609,31 +631,39 @@ func (s *Store) StartAttemptInOrder(ctx context.Context, t baton.Tick, prevRunID
 func (s *Store) startAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, bool, error) {
 	var attempt int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if inOrder {
-			if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return s.translate(err, "locking job "+t.Job)
-			}
-			later, err := s.laterStart(ctx, tx, t)
-			if err != nil {
-				return err
-			}
-			if !later.IsZero() {
-				return &Overtaken{Later: later}
-			}
-		}
-		err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
-			term.Owner, host, term.Token).Scan(&attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			attempt = 0
-			return nil
-		}
-		if err != nil {
-			return s.translate(err, "starting "+t.IdempotencyKey())
-		}
-		_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
-		return s.translate(err, "recording an attempt of "+t.IdempotencyKey())
+		var err error
+		attempt, err = s.start(ctx, tx, t, prevRunID, daemon, host, term, inOrder)
+		return err
 	})
 	return attempt, attempt > 0, err
+}
+
+// start is startAttempt in tx: the attempt's number, 0 when another
+// attempt or an outcome came first.
+func (s *Store) start(ctx context.Context, tx *sql.Tx, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, error) {
+	if inOrder {
+		if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, s.translate(err, "locking job "+t.Job)
+		}
+		later, err := s.laterStart(ctx, tx, t)
+		if err != nil {
+			return 0, err
+		}
+		if !later.IsZero() {
+			return 0, &Overtaken{Later: later}
+		}
+	}
+	var attempt int
+	err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
+		term.Owner, host, term.Token).Scan(&attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.translate(err, "starting "+t.IdempotencyKey())
+	}
+	_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
+	return attempt, s.translate(err, "recording an attempt of "+t.IdempotencyKey())
 }
 
 // Ending is how an attempt (or a tick without one) ended.
@@ -654,26 +684,32 @@ type Ending struct {
 func (s *Store) Finish(ctx context.Context, t baton.Tick, runID string, e Ending) (bool, error) {
 	var ok bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if runID != "" {
-			if _, err := tx.ExecContext(ctx, s.query("finish_attempt"), t.Job, s.ts(t.At), runID,
-				e.ExitCode, string(e.Outcome), e.Reason); err != nil {
-				return s.translate(err, "recording the end of "+t.IdempotencyKey())
-			}
-		}
-		state, outcome := baton.TickDone, any(string(e.Outcome))
-		if e.RetryAfter > 0 {
-			state, outcome = baton.TickPending, nil
-		}
-		res, err := tx.ExecContext(ctx, s.query("finish_tick"), t.Job, s.ts(t.At), runID,
-			state, outcome, e.Reason, e.ExitCode, e.Output, ms(e.RetryAfter))
-		if err != nil {
-			return s.translate(err, "recording the outcome of "+t.IdempotencyKey())
-		}
-		n, _ := res.RowsAffected()
-		ok = n == 1
-		return nil
+		var err error
+		ok, err = s.finish(ctx, tx, t, runID, e)
+		return err
 	})
 	return ok, err
+}
+
+// finish is Finish in tx.
+func (s *Store) finish(ctx context.Context, tx *sql.Tx, t baton.Tick, runID string, e Ending) (bool, error) {
+	if runID != "" {
+		if _, err := tx.ExecContext(ctx, s.query("finish_attempt"), t.Job, s.ts(t.At), runID,
+			e.ExitCode, string(e.Outcome), e.Reason); err != nil {
+			return false, s.translate(err, "recording the end of "+t.IdempotencyKey())
+		}
+	}
+	state, outcome := baton.TickDone, any(string(e.Outcome))
+	if e.RetryAfter > 0 {
+		state, outcome = baton.TickPending, nil
+	}
+	res, err := tx.ExecContext(ctx, s.query("finish_tick"), t.Job, s.ts(t.At), runID,
+		state, outcome, e.Reason, e.ExitCode, e.Output, ms(e.RetryAfter))
+	if err != nil {
+		return false, s.translate(err, "recording the outcome of "+t.IdempotencyKey())
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // Queue marks a pending tick as the job's one queued tick (queue-one). It
@@ -917,6 +953,13 @@ func (s *Store) Touch(ctx context.Context, id string) (bool, error) {
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
+}
+
+// Live counts the daemons seen within the last within.
+func (s *Store) Live(ctx context.Context, within time.Duration) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.query("count_daemons"), ms(within)).Scan(&n)
+	return n, s.translate(err, "counting daemons")
 }
 
 // Unregister removes a daemon that is stopping.
