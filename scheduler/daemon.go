@@ -50,6 +50,8 @@ type Daemon struct {
 	finishes *batcher[finishCall, finishAnswer] // … and their outcomes
 	live     atomic.Int64                       // daemons seen within ClaimTTL, as last counted (at least 1)
 	capped   bool                               // the last claim took only this daemon's share of the due jobs
+	heldMu   sync.Mutex
+	held     map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
 	mu       sync.Mutex
 	file     map[string]baton.Job // this daemon's job file, by name
 	versions map[string]string    // … and each job's version
@@ -91,6 +93,7 @@ func (d *Daemon) defaults() {
 		d.starts = &batcher[startCall, startAnswer]{do: d.Store.startBatch}
 		d.finishes = &batcher[finishCall, finishAnswer]{do: d.Store.finishBatch}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
+		d.held = map[string]*heldTick{}
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
 		d.gated = map[string]string{}
@@ -399,14 +402,50 @@ func (d *Daemon) countLive(ctx context.Context) {
 }
 
 // start handles claims, one after the other, in a goroutine of their own.
+// Each claim is held (its claim renewed) until its handling returns,
+// whatever became of the tick.
 func (d *Daemon) start(ctx context.Context, claims ...Claim) {
+	d.heldMu.Lock()
+	for _, c := range claims {
+		h := d.held[c.IdempotencyKey()]
+		if h == nil {
+			h = &heldTick{tick: c.Tick}
+			d.held[c.IdempotencyKey()] = h
+		}
+		h.n++
+	}
+	d.heldMu.Unlock()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		for _, c := range claims {
 			d.handle(ctx, c)
+			d.heldMu.Lock()
+			h := d.held[c.IdempotencyKey()]
+			if h.n--; h.n == 0 {
+				delete(d.held, c.IdempotencyKey())
+			}
+			d.heldMu.Unlock()
 		}
 	}()
+}
+
+// heldTick is a claimed tick this daemon works on, and in how many
+// goroutines (two, when it took over its own lapsed claim).
+type heldTick struct {
+	tick baton.Tick
+	n    int
+}
+
+// heldTicks are the claimed ticks this daemon works on.
+func (d *Daemon) heldTicks() []baton.Tick {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	ticks := make([]baton.Tick, 0, len(d.held))
+	for _, h := range d.held {
+		ticks = append(ticks, h.tick)
+	}
+	return ticks
 }
 
 // heartbeat renews this daemon's claims, refreshes its registration,
@@ -425,7 +464,7 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
-		err := d.Store.RenewClaims(hctx, d.ID, d.ClaimTTL)
+		err := d.Store.RenewHeld(hctx, d.ID, d.ClaimTTL, d.heldTicks())
 		if err == nil {
 			// The versions of a large file are sent only when they change
 			// (Load); a heartbeat updates the time, and registers again only

@@ -604,6 +604,32 @@ func (s *Store) RenewClaims(ctx context.Context, daemon string, claimTTL time.Du
 	return s.translate(err, "renewing claims")
 }
 
+// RenewHeld extends the claims of the open ticks daemon is working on, and
+// of no other: a tick claimed in its name that it no longer works on (its
+// handling gave up) lapses after claimTTL, and another daemon takes it
+// over, rather than staying open for as long as the daemon lives.
+func (s *Store) RenewHeld(ctx context.Context, daemon string, claimTTL time.Duration, ticks []baton.Tick) error {
+	if len(ticks) == 0 {
+		return nil
+	}
+	if s.dialect == Postgres {
+		jobs, ats := make([]string, len(ticks)), make([]time.Time, len(ticks))
+		for i, t := range ticks {
+			jobs[i], ats[i] = t.Job, t.At.UTC().Truncate(time.Microsecond)
+		}
+		_, err := s.db.ExecContext(ctx, s.query("postgres/renew_held"), daemon, ms(claimTTL), jobs, ats)
+		return s.translate(err, "renewing claims")
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, t := range ticks {
+			if _, err := tx.ExecContext(ctx, s.query("renew_tick"), daemon, ms(claimTTL), t.Job, s.ts(t.At)); err != nil {
+				return s.translate(err, "renewing claims")
+			}
+		}
+		return nil
+	})
+}
+
 // ReleaseClaim gives an open tick back for any daemon to take at once.
 func (s *Store) ReleaseClaim(ctx context.Context, t baton.Tick, daemon string) error {
 	_, err := s.db.ExecContext(ctx, s.query("release_claim"), t.Job, s.ts(t.At), daemon)
