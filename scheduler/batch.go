@@ -131,16 +131,74 @@ func (s *Store) startBatch(ctx context.Context, calls []startCall) []startAnswer
 	return out
 }
 
-// finishCall is one Finish of a batch, and finishAnswer its answer.
+// finishCall is one Finish of a batch, and finishAnswer its answer. A
+// call with release gives that term back once the batch's outcomes are
+// written (a run's lease, released right after its outcome as before).
 type finishCall struct {
-	tick   baton.Tick
-	runID  string
-	ending Ending
+	tick    baton.Tick
+	runID   string
+	ending  Ending
+	release *baton.Term
 }
 
 type finishAnswer struct {
-	ok  bool
-	err error
+	ok         bool
+	err        error
+	releaseErr error
+}
+
+// leaseBatcher is a Leaser that takes and gives back many leases in one
+// statement each: postgres.Leaser. The daemon gathers its runs' lease
+// acquisitions and releases as it gathers their starts and outcomes.
+type leaseBatcher interface {
+	AcquireAll(ctx context.Context, reqs []baton.AcquireRequest) ([]baton.Grant, []error)
+	ReleaseAll(ctx context.Context, terms []*baton.Term) []error
+}
+
+// leaseAnswer is one acquisition of a batch.
+type leaseAnswer struct {
+	grant baton.Grant
+	err   error
+}
+
+// acquireBatch is AcquireAll for a batch of the daemon's acquisitions.
+func (d *Daemon) acquireBatch(ctx context.Context, reqs []baton.AcquireRequest) []leaseAnswer {
+	grants, errs := d.batchLeaser.AcquireAll(ctx, reqs)
+	out := make([]leaseAnswer, len(reqs))
+	for i := range reqs {
+		out[i] = leaseAnswer{grants[i], errs[i]}
+	}
+	return out
+}
+
+// finishBatch records a batch of outcomes, then releases the terms that
+// the calls give back, in one statement when the Leaser can.
+func (d *Daemon) finishBatch(ctx context.Context, calls []finishCall) []finishAnswer {
+	out := d.Store.finishBatch(ctx, calls)
+	var terms []*baton.Term
+	var idx []int
+	for i, c := range calls {
+		if c.release != nil {
+			terms, idx = append(terms, c.release), append(idx, i)
+		}
+	}
+	if len(terms) == 0 {
+		return out
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var errs []error
+	if d.batchLeaser != nil {
+		errs = d.batchLeaser.ReleaseAll(rctx, terms)
+	} else {
+		for _, t := range terms {
+			errs = append(errs, d.Leaser.Release(rctx, t))
+		}
+	}
+	for k, i := range idx {
+		out[i].releaseErr = errs[k]
+	}
+	return out
 }
 
 // finishBatch is Finish for each call, in one transaction: one statement
@@ -166,12 +224,12 @@ func (s *Store) finishBatch(ctx context.Context, calls []finishCall) []finishAns
 	if err != nil && len(calls) > 1 {
 		for i, c := range calls {
 			ok, err := s.Finish(ctx, c.tick, c.runID, c.ending)
-			out[i] = finishAnswer{ok, err}
+			out[i] = finishAnswer{ok: ok, err: err}
 		}
 		return out
 	}
 	if err != nil {
-		out[0] = finishAnswer{false, err}
+		out[0] = finishAnswer{err: err}
 	}
 	return out
 }

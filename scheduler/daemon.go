@@ -46,21 +46,23 @@ type Daemon struct {
 	// real path (claims, leases, starts, outcomes) without processes.
 	Action func(j baton.Job, t baton.Tick, term *baton.Term) Ending
 
-	starts   *batcher[startCall, startAnswer]   // the runs' starts, recorded in batches
-	finishes *batcher[finishCall, finishAnswer] // … and their outcomes
-	live     atomic.Int64                       // daemons seen within ClaimTTL, as last counted (at least 1)
-	capped   bool                               // the last claim took only this daemon's share of the due jobs
-	heldMu   sync.Mutex
-	held     map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
-	mu       sync.Mutex
-	file     map[string]baton.Job // this daemon's job file, by name
-	versions map[string]string    // … and each job's version
-	pruned   string               // the last job pruned: pruning goes round the jobs a page at a time
-	drift    map[string]string    // drift last reported, by job
-	gated    map[string]string    // jobs above this daemon's feature level, as last reported
-	active   map[string][]*active // runs in progress, by job
-	slots    chan struct{}
-	wg       sync.WaitGroup
+	starts      *batcher[startCall, startAnswer]            // the runs' starts, recorded in batches
+	finishes    *batcher[finishCall, finishAnswer]          // … and their outcomes, with the release of their leases
+	leases      *batcher[baton.AcquireRequest, leaseAnswer] // … and their leases' acquisitions, when the Leaser batches
+	batchLeaser leaseBatcher
+	live        atomic.Int64 // daemons seen within ClaimTTL, as last counted (at least 1)
+	capped      bool         // the last claim took only this daemon's share of the due jobs
+	heldMu      sync.Mutex
+	held        map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
+	mu          sync.Mutex
+	file        map[string]baton.Job // this daemon's job file, by name
+	versions    map[string]string    // … and each job's version
+	pruned      string               // the last job pruned: pruning goes round the jobs a page at a time
+	drift       map[string]string    // drift last reported, by job
+	gated       map[string]string    // jobs above this daemon's feature level, as last reported
+	active      map[string][]*active // runs in progress, by job
+	slots       chan struct{}
+	wg          sync.WaitGroup
 }
 
 // active is one run in progress in this daemon.
@@ -91,7 +93,11 @@ func (d *Daemon) defaults() {
 	}
 	if d.slots == nil {
 		d.starts = &batcher[startCall, startAnswer]{do: d.Store.startBatch}
-		d.finishes = &batcher[finishCall, finishAnswer]{do: d.Store.finishBatch}
+		d.finishes = &batcher[finishCall, finishAnswer]{do: d.finishBatch}
+		if lb, ok := d.Leaser.(leaseBatcher); ok {
+			d.batchLeaser = lb
+			d.leases = &batcher[baton.AcquireRequest, leaseAnswer]{do: d.acquireBatch}
+		}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
 		d.held = map[string]*heldTick{}
 		d.active = map[string][]*active{}
