@@ -24,6 +24,7 @@ with c as (
   select ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint - 1 + t.epoch_offset as epoch,
          t.epoch_seen, t.epoch_seen_at
     from @schema@.token_epoch t
+   limit 1 -- its only row; said, so that the planner does not expect many
 ), seen as (
   update @schema@.token_epoch t
      set epoch_seen = e.epoch, epoch_seen_at = clock_timestamp()
@@ -38,18 +39,18 @@ with c as (
   insert into @schema@.job_leases as l
     (job_key, lease_owner, lease_until, fencing_token,
      owner_host, owner_pid, owner_argv, owner_started_at, acquired_at, released_at)
-  select h.job_key, h.owner, n.now + h.ttl_ms * interval '1 millisecond',
+  select h.job_key, h.owner, clock_timestamp() + h.ttl_ms * interval '1 millisecond',
      greatest(f.fencing_token, h.base) + 1,
-     h.host, h.pid, array(select jsonb_array_elements_text(h.argv::jsonb)), h.started_at, n.now, null
-    from hold h, @schema@.lease_token_floor f, lateral (select clock_timestamp() as now) n
+     h.host, h.pid, array(select jsonb_array_elements_text(h.argv::jsonb)), h.started_at, clock_timestamp(), null
+    from hold h, (select fencing_token from @schema@.lease_token_floor limit 1) f -- its only row
    where h.until <= clock_timestamp()
    order by h.job_key
   on conflict (job_key) do update
     set lease_owner = excluded.lease_owner,
         -- now, not when the statement started: it may have waited for a
-        -- transaction that held the row (a fenced write of the old term);
-        -- the request's TTL is excluded's lease_until - acquired_at
-        lease_until = clock_timestamp() + (excluded.lease_until - excluded.acquired_at),
+        -- transaction that held the row (a fenced write of the old term)
+        lease_until = clock_timestamp()
+          + (select h3.ttl_ms from hold h3 where h3.job_key = excluded.job_key) * interval '1 millisecond',
         fencing_token = greatest(l.fencing_token, (select h2.base from hold h2 limit 1)) + 1,
         owner_host = excluded.owner_host,
         owner_pid = excluded.owner_pid,
