@@ -106,6 +106,9 @@ func (s *Store) startBatch(ctx context.Context, calls []startCall) []startAnswer
 		return cmp.Or(cmp.Compare(calls[a].tick.Job, calls[b].tick.Job), calls[a].tick.At.Compare(calls[b].tick.At))
 	})
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if s.dialect == Postgres && len(calls) > 1 && distinctStarts(calls) {
+			return s.startAll(ctx, tx, calls, out)
+		}
 		for _, i := range order {
 			c := calls[i]
 			attempt, err := s.start(ctx, tx, c.tick, c.prev, c.daemon, c.host, c.term, c.tick.Kind == baton.TickScheduled)
@@ -129,6 +132,64 @@ func (s *Store) startBatch(ctx context.Context, calls []startCall) []startAnswer
 		out[0] = startAnswer{0, err}
 	}
 	return out
+}
+
+// distinctStarts says no tick appears twice among calls (one statement
+// updates a row once).
+func distinctStarts(calls []startCall) bool {
+	seen := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		k := c.tick.IdempotencyKey()
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
+}
+
+// startAll is startBatch's transaction in PostgreSQL: the jobs' rows locked
+// in one statement (postgres/lock_jobs.sql), then every start in another
+// (postgres/start_batch.sql), which reads the later starts after the locks,
+// as start does call by call.
+func (s *Store) startAll(ctx context.Context, tx *sql.Tx, calls []startCall, out []startAnswer) error {
+	n := len(calls)
+	jobs, prevs, runs, hosts, daemons := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats, tokens, inOrder := make([]time.Time, n), make([]int64, n), make([]bool, n)
+	for i, c := range calls {
+		jobs[i], ats[i], prevs[i] = c.tick.Job, c.tick.At.UTC().Truncate(time.Microsecond), c.prev
+		runs[i], hosts[i], tokens[i], daemons[i] = c.term.Owner, c.host, c.term.Token, c.daemon
+		inOrder[i] = c.tick.Kind == baton.TickScheduled
+	}
+	locked, err := tx.QueryContext(ctx, s.query("postgres/lock_jobs"), jobs)
+	if err != nil {
+		return s.translate(err, "locking the jobs of a batch of starts")
+	}
+	locked.Close()
+	if err := locked.Err(); err != nil {
+		return s.translate(err, "locking the jobs of a batch of starts")
+	}
+	rows, err := tx.QueryContext(ctx, s.query("postgres/start_batch"), jobs, ats, prevs, runs, hosts, tokens, daemons, inOrder)
+	if err != nil {
+		return s.translate(err, "starting a batch of attempts")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		var attempt sql.NullInt64
+		var later sql.Null[dbTime]
+		if err := rows.Scan(&i, &attempt, &later); err != nil {
+			return s.translate(err, "starting a batch of attempts")
+		}
+		switch {
+		case attempt.Valid:
+			out[i-1] = startAnswer{attempt: int(attempt.Int64)}
+		case later.Valid:
+			// Overtaken: nothing of this call was written.
+			out[i-1] = startAnswer{err: &Overtaken{Later: later.V.Time}}
+		}
+	}
+	return s.translate(rows.Err(), "starting a batch of attempts")
 }
 
 // finishCall is one Finish of a batch, and finishAnswer its answer. A

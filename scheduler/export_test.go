@@ -49,3 +49,17 @@ func (s *Store) FinishBatch(ctx context.Context, ticks []baton.Tick, runIDs []st
 	}
 	return oks, errs
 }
+
+// StartBatch is the daemon's batched StartAttemptInOrder: one answer per
+// call.
+func (s *Store) StartBatch(ctx context.Context, ticks []baton.Tick, prevs []string, daemon, host string, terms []*baton.Term) ([]int, []error) {
+	calls := make([]startCall, len(ticks))
+	for i := range ticks {
+		calls[i] = startCall{tick: ticks[i], prev: prevs[i], daemon: daemon, host: host, term: terms[i]}
+	}
+	attempts, errs := make([]int, len(calls)), make([]error, len(calls))
+	for i, a := range s.startBatch(ctx, calls) {
+		attempts[i], errs[i] = a.attempt, a.err
+	}
+	return attempts, errs
+}
