@@ -85,9 +85,9 @@ func validKey(key string) error {
 // returned, with replayed=false. fn must do its writes through tx.
 //
 // Cost: a replay is one read. A first execution adds to fn's own
-// transaction that read and, on PostgreSQL, four statements: the bounded
-// advisory lock, the insert, the reset of lock_timeout, and the update that
-// stores the response (SQLite: the insert and the update).
+// transaction that read and two statements: the claim (on PostgreSQL one
+// statement bounds the lock waits, takes the advisory lock, inserts the key
+// and resets lock_timeout) and the update that stores the response.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
 	if err := validKey(key); err != nil {
 		return Response{}, false, err
@@ -109,7 +109,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, s.translate(err, "beginning a transaction")
 	}
 	defer tx.Rollback() // a no-op after Commit; on a panic in fn, undoes it all
-	inserted, _, err := s.claim(ctx, tx, p.InFlightWait, "insert_key", scope, key, fingerprint)
+	inserted, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
 	if errors.Is(err, errBlocked) {
 		tx.Rollback()
 		return s.judgeBlocked(ctx, scope, key, fingerprint)
@@ -127,12 +127,6 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		}
 		return judge(r, fingerprint)
 	}
-	// fn's own writes wait for locks as the session says, not as briefly
-	// as the claim did.
-	if err := s.unboundLockWaits(ctx, tx); err != nil {
-		return Response{}, false, err
-	}
-
 	// fn's events (package outbox) take their keys from this one's.
 	resp, err = fn(baton.WithIntentKey(ctx, IntentKey(scope, key)), tx)
 	if err != nil || !p.Store(resp.Status) {
@@ -209,13 +203,35 @@ func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Durati
 	return s.translate(err, "setting lock_timeout")
 }
 
-// unboundLockWaits gives tx back the session's own lock_timeout.
-func (s *Store) unboundLockWaits(ctx context.Context, tx *sql.Tx) error {
+// claimKey is Do's claim: claim with insert_key, in one statement on
+// PostgreSQL (claim_key) while no concurrent claim with the same
+// fingerprint holds the advisory lock. fn's own writes then wait for locks
+// as the session says (lock_timeout as it was before the claim), not as
+// briefly as the claim did.
+func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, scope, key, fingerprint string) (bool, error) {
 	if s.dialect != Postgres {
-		return nil
+		inserted, _, err := s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
+		return inserted, err
 	}
-	_, err := tx.ExecContext(ctx, s.query("postgres/unbound_lock_waits"))
-	return s.translate(err, "resetting lock_timeout")
+	var held, inserted bool
+	var lockTimeoutBack string
+	err := tx.QueryRowContext(ctx, s.query("postgres/claim_key"), scope, key, fingerprint, lockTimeout(wait), s.lockKey(scope, key, fingerprint)).
+		Scan(&held, &inserted, &lockTimeoutBack)
+	switch {
+	case sqldialect.SQLState(err) == sqlStateLockTimeout:
+		return false, errBlocked
+	case err != nil:
+		return false, s.translate(err, "recording idempotency key "+key)
+	case held:
+		return inserted, nil
+	}
+	// Contended: wait for the other claim as long as the bound allows.
+	inserted, _, err = s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
+	if err != nil || !inserted {
+		return inserted, err
+	}
+	_, err = tx.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeoutBack)
+	return true, s.translate(err, "resetting lock_timeout")
 }
 
 // claim inserts the key's row in tx with query (insert_key or
