@@ -33,6 +33,9 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
 fi
 # The webhook sink's TLS tests make certificates with openssl; go build
 # stamps the binary with its git revision.
+# go test -race needs cgo, and cgo a C compiler: without one Go turns cgo
+# off and refuses -race.
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v git >/dev/null || missing+=(git)
 # The completion tests (cmd/baton/help_test.go) have zsh and fish check and
