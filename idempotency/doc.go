@@ -21,14 +21,16 @@
 // While the first call is uncommitted, a second call's insert waits for it:
 //
 //   - PostgreSQL waits on the first's uncommitted unique key. That wait is
-//     bounded by SET LOCAL lock_timeout (Policy.InFlightWait; transaction-
-//     scoped, so it is fine behind PgBouncer in transaction mode) and its
-//     end, SQLSTATE 55P03, answers ErrInFlight. The uncommitted row cannot
+//     bounded by a transaction-local lock_timeout (Policy.InFlightWait; so
+//     it is fine behind PgBouncer in transaction mode, and the handler's
+//     writes get the session's lock_timeout back in the same statement)
+//     and its end, SQLSTATE 55P03, answers ErrInFlight. The uncommitted row cannot
 //     be read, so to let a mismatch win over in-flight each claimant first
 //     takes a transaction-scoped advisory lock named by (scope, key,
-//     fingerprint), held until its transaction ends. A second call with
-//     the same fingerprint waits on that lock (ErrInFlight when it times
-//     out); one with another fingerprint gets the lock at once and then
+//     fingerprint), held until its transaction ends: one statement tries
+//     the lock and, when it has it, inserts the key. A second call with
+//     the same fingerprint finds it held and waits on it (ErrInFlight when
+//     it times out); one with another fingerprint gets the lock at once and then
 //     waits on the key, which proves that the first claimed it with another
 //     fingerprint: ErrMismatch. So a mismatch is told within InFlightWait.
 //   - SQLite has one writer at a time: every transaction is BEGIN
