@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/internal/pgtest"
-	"github.com/batonhq/baton/internal/tcpproxy"
-	"github.com/jackc/pgx/v5"
 )
 
 // A daemon cut off from PostgreSQL for several seconds keeps running,
@@ -20,17 +17,7 @@ import (
 // the ticks that fell due during the outage are recorded per catch-up.
 func TestDaemonSurvivesDatabaseOutage(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start(pgtest.TCPAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	s := store{name: "postgres", env: []string{"BATON_DB=" + asURL(t, pgtest.DSNFor(t, cfg.Database, proxy.Addr()))}, dsn: dsn}
+	s, proxy := proxiedPG(t)
 	runLog := filepath.Join(t.TempDir(), "runs")
 	config := writeJobFile(t, fmt.Sprintf("jobs:\n  - name: steady\n    schedule: \"* * * * * *\"\n    ttl: 3s\n    command: echo $BATON_IDEMPOTENCY_KEY >> %s\n", runLog))
 	d := s.startDaemon(t, "outage", config)

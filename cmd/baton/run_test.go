@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/batonhq/baton/internal/pgtest"
-	"github.com/batonhq/baton/internal/tcpproxy"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -187,17 +185,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 // and baton exits 76.
 func TestRunLeaseLostWhenCutOff(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DSN(t)
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := tcpproxy.Start(pgtest.TCPAddr(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	s := store{name: "postgres", env: []string{"BATON_DB=" + asURL(t, pgtest.DSNFor(t, cfg.Database, proxy.Addr()))}, dsn: dsn}
+	s, proxy := proxiedPG(t)
 
 	dir := t.TempDir()
 	pids := filepath.Join(dir, "pids")
@@ -223,10 +211,10 @@ func TestRunLeaseLostWhenCutOff(t *testing.T) {
 	}
 	// Straight from the database, not through the proxy: its term has not
 	// yet expired, so the group was stopped in time.
-	conn := connect(t, dsn)
+	conn := connect(t, s.dsn)
 	var live bool
 	var left time.Duration
-	err = conn.QueryRow(context.Background(),
+	err := conn.QueryRow(context.Background(),
 		`select lease_until > clock_timestamp(), lease_until - clock_timestamp() from baton.job_leases where job_key = 'job'`).Scan(&live, &left)
 	if err != nil {
 		t.Fatal(err)
