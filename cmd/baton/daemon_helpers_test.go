@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,7 +148,8 @@ func (s store) waitDone(t *testing.T, job string, n int, within time.Duration, o
 func tickSummary(ticks []tickRow) string {
 	var b strings.Builder
 	for _, tr := range ticks {
-		b.WriteString("\n  " + baton.FormatTick(tr.At) + " " + tr.Kind + " " + tr.State + " " + string(tr.Outcome) + " " + tr.Host + " " + tr.Reason)
+		b.WriteString(fmt.Sprintf("\n  %s %s %s %s %s token %d started %s ended %s: %s", baton.FormatTick(tr.At), tr.Kind, tr.State, tr.Outcome, tr.Host,
+			tr.Token, tr.Started.Format(time.StampMilli), tr.Ended.Format(time.StampMilli), tr.Reason))
 	}
 	return b.String()
 }
