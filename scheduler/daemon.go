@@ -53,6 +53,60 @@ type Daemon struct {
 	active   map[string][]*active // runs in progress, by job
 	slots    chan struct{}
 	wg       sync.WaitGroup
+
+	// held are the instants of the scheduled ticks this daemon has claimed
+	// that have not yet taken their job's lease or ended, by job (see
+	// earlierHeld).
+	held map[string][]time.Time
+
+	afterTick func(baton.Tick) // a test's hook: called after each handled claim
+}
+
+// hold records claims as this daemon's until unhold: until each has taken
+// its job's lease, or ended (handle).
+func (d *Daemon) hold(claims []Claim) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held == nil {
+		d.held = map[string][]time.Time{}
+	}
+	for _, c := range claims {
+		if c.Kind == baton.TickScheduled {
+			d.held[c.Tick.Job] = append(d.held[c.Tick.Job], c.At)
+		}
+	}
+}
+
+// unhold forgets a claim hold recorded.
+func (d *Daemon) unhold(c Claim) {
+	if c.Kind != baton.TickScheduled {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ats := d.held[c.Tick.Job]
+	if i := slices.IndexFunc(ats, c.At.Equal); i >= 0 {
+		ats = slices.Delete(ats, i, i+1)
+	}
+	if len(ats) == 0 {
+		delete(d.held, c.Tick.Job)
+	} else {
+		d.held[c.Tick.Job] = ats
+	}
+}
+
+// earlierHeld is the earliest scheduled tick of t's job, before t, that
+// this daemon holds and that has not yet taken the lease; zero if none.
+func (d *Daemon) earlierHeld(t baton.Tick) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var first time.Time
+	for _, at := range d.held[t.Job] {
+		if at.Before(t.At) && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first
 }
 
 // active is one run in progress in this daemon.
@@ -367,11 +421,15 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 
 // start handles claims, one after the other, in a goroutine of their own.
 func (d *Daemon) start(ctx context.Context, claims ...Claim) {
+	d.hold(claims)
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		for _, c := range claims {
 			d.handle(ctx, c)
+			if d.afterTick != nil {
+				d.afterTick(c.Tick)
+			}
 		}
 	}()
 }

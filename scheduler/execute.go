@@ -21,6 +21,16 @@ const OutputTail = 4096
 // handle drives one claimed tick to its outcome (or, when the daemon
 // drains before it starts, gives the claim back).
 func (d *Daemon) handle(ctx context.Context, c Claim) {
+	// Later ticks of the job yield to this one (earlierHeld) until it has
+	// the lease, which then keeps them out itself, or has ended.
+	held := true
+	unhold := func() {
+		if held {
+			held = false
+			d.unhold(c)
+		}
+	}
+	defer unhold()
 	bg := context.WithoutCancel(ctx)
 	log := d.Log.With("job", c.Tick.Job, "tick", baton.FormatTick(c.At))
 	if c.Job.Name == "" {
@@ -82,6 +92,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			}
 			return
 		}
+		unhold()
 		if takeover {
 			// The lease is ours, so the taken-over attempt is over: it ended
 			// with its daemon, or recorded itself (then the tick is done).
@@ -226,12 +237,33 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		}
 		return nil, holder, nil
 	}
-	term, holder, err := try()
-	if err != nil || term != nil {
-		return term, "", err
+	// A scheduled tick yields to the earlier ones of its job this daemon
+	// still holds (a claim's catch-up ticks, run one after the other): it
+	// does not take the lease while they wait for their turn, since a tick
+	// that started before them would leave them never to start. It meets
+	// its overlap policy as if their run held the lease.
+	earlier := func() time.Time {
+		if c.Kind != baton.TickScheduled {
+			return time.Time{}
+		}
+		return d.earlierHeld(c.Tick)
+	}
+	var term *baton.Term
+	var holder *baton.Holder
+	first := earlier()
+	if first.IsZero() {
+		var err error
+		term, holder, err = try()
+		if err != nil || term != nil {
+			return term, "", err
+		}
 	}
 	d.observer().LeaseBusy(j.Name)
 	var bound time.Time // zero: wait as long as it takes
+	if !wait && !first.IsZero() && j.Overlap.Policy != baton.OverlapQueueOne {
+		return nil, fmt.Sprintf("an earlier tick of the job, %s, is still to run on this daemon, and a job's ticks start in tick order (overlap %s)",
+			baton.FormatTick(first), j.Overlap.Policy), nil
+	}
 	if !wait {
 		switch j.Overlap.Policy {
 		case baton.OverlapQueueOne:
@@ -260,9 +292,12 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		if !sleep(ctx, every) {
 			return nil, "", errDraining
 		}
-		term, holder, err = try()
-		if err != nil || term != nil {
-			return term, "", err
+		if earlier().IsZero() {
+			var err error
+			term, holder, err = try()
+			if err != nil || term != nil {
+				return term, "", err
+			}
 		}
 		if overtakable && time.Since(checked) >= time.Second {
 			checked = time.Now()

@@ -31,3 +31,8 @@ func (s *Store) Exec(ctx context.Context, q string, args ...any) error {
 	_, err := s.db.ExecContext(ctx, sqldialect.Render(q, s.dialect, s.schema), args...)
 	return err
 }
+
+// SetAfterTick has the daemon call f after it has handled each claimed
+// tick (before it handles the next of the same claim): a test widens the
+// gap between a job's catch-up ticks with it, as a loaded machine does.
+func (d *Daemon) SetAfterTick(f func(baton.Tick)) { d.afterTick = f }

@@ -355,3 +355,83 @@ func TestWaitingRetryEndsWhenOvertaken(t *testing.T) {
 		}
 	})
 }
+
+// Catch-up ticks run in tick order, before the ticks that fall due while
+// they run: between two of them the job's lease is free for a moment, and
+// a fresh tick that takes it then would start before the earlier ticks
+// still to run, which then could never start (invariant 5). Here the
+// moment is widened (300 ms after each catch-up tick, as a loaded machine
+// stretches it): once a fresh tick overtook the catch-up, the rest of it
+// ended skipped-missed. A fresh tick that falls due while this daemon
+// still holds earlier ticks of its job meets its overlap policy, as if
+// their run held the lease.
+func TestCatchUpRunsBeforeTicksDueMeanwhile(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		runs := filepath.Join(t.TempDir(), "runs")
+		j := job("catchup", "* * * * * *", `echo "$BATON_TICK $BATON_FENCING_TOKEN" >> `+runs)
+		j.Catchup = baton.Catchup{Policy: baton.CatchupAll}
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		now, err := e.store.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Six ticks missed while no daemon ran.
+		from := now.Truncate(time.Second).Add(-5 * time.Second)
+		if err := e.store.SetNextTick(ctx, from); err != nil {
+			t.Fatal(err)
+		}
+		startDaemon(t, e, "d", []baton.Job{j}, func(d *scheduler.Daemon) {
+			d.SetAfterTick(func(tk baton.Tick) {
+				if tk.At.Before(now) {
+					time.Sleep(300 * time.Millisecond)
+				}
+			})
+		})
+		// Wait until the catch-up has ended and two later ticks ran.
+		var ticks []baton.TickRecord
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			ticks = ticksOf(t, e, j.Name)
+			later, open := 0, 0
+			for _, tr := range ticks {
+				switch {
+				case tr.State != baton.TickDone && tr.At.Before(now):
+					open++
+				case tr.Outcome == baton.OutcomeSucceeded && !tr.At.Before(now):
+					later++
+				}
+			}
+			if open == 0 && later >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the catch-up and two later ticks did not end within 30 s:%s", describe(ticks))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		caughtUp := 0
+		for _, tr := range ticks {
+			if !tr.At.Before(now) {
+				continue
+			}
+			if tr.Outcome != baton.OutcomeSucceeded {
+				t.Errorf("catch-up tick %s: %s (%s), want succeeded", baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
+			}
+			caughtUp++
+		}
+		if caughtUp < 6 {
+			t.Errorf("%d catch-up ticks, want 6:%s", caughtUp, describe(ticks))
+		}
+		got := readRuns(t, runs)
+		for i := 1; i < len(got); i++ {
+			if got[i][0] <= got[i-1][0] {
+				t.Errorf("tick %s ran after tick %s", got[i][0], got[i-1][0])
+			}
+		}
+		if t.Failed() {
+			t.Logf("ticks:%s", describe(ticks))
+		}
+	})
+}

@@ -329,13 +329,25 @@ jobs:
 
 // overlappedBy is the tick whose run held the job's lease when tr was
 // skipped-overlap: an earlier tick of the job that ran with the token tr's
-// reason names (it may still be running). The token alone names the
+// reason names (it may still be running), or the earlier tick the reason
+// says was still to run on the daemon. The token alone names the
 // holder: every acquisition gets its own. Neither recorded time can bound
 // it: a run's start is recorded after it took the lease, and on a loaded
 // machine that can be after tr was skipped (once in CI: the holder's start
 // was recorded after the skip, and the check failed); its release comes
 // after its outcome, by a margin load stretches too. Nil if none.
 func overlappedBy(ticks []tickRow, tr tickRow) *tickRow {
+	if _, rest, ok := strings.Cut(tr.Reason, "an earlier tick of the job, "); ok {
+		// The daemon still held an earlier tick of the job, yet to run
+		// (catch-up): it has its turn first.
+		at, _, _ := strings.Cut(rest, ",")
+		for k := range ticks {
+			if h := &ticks[k]; baton.FormatTick(h.At) == at && h.At.Before(tr.At) {
+				return h
+			}
+		}
+		return nil
+	}
 	_, held, ok := strings.Cut(tr.Reason, "held with token ")
 	if !ok {
 		return nil
