@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 )
@@ -36,6 +37,36 @@ type Job struct {
 	// idempotency keys (as they say): baton warns when the job's retries
 	// may outlast it, since a retry after the key is forgotten writes again.
 	KeyRetention Duration `json:"key_retention,omitempty"`
+	// Notify, when set, sends the job's failures (and recoveries) as
+	// notifications through the outbox (docs/NOTIFY.md).
+	Notify *Notify `json:"notify,omitempty"`
+}
+
+// Notification kinds: a run's outcome, or the first success after
+// notified failures.
+const (
+	NotifyRecovered = "recovered"
+)
+
+// NotifyKinds are the kinds a Notify may list in On, in the order docs
+// list them.
+var NotifyKinds = []string{
+	string(OutcomeFailed), string(OutcomeTimedOut), string(OutcomeLostLease),
+	string(OutcomeUnknown), string(OutcomeFenced), NotifyRecovered,
+}
+
+// Notify says which of a job's tick outcomes become notifications: an
+// outcome listed in On, once the job has failed After times in a row
+// (skips do not count, nor break the row), and "recovered", the first
+// success after such a row.
+type Notify struct {
+	On    []string `json:"on"`
+	After int      `json:"after"` // ≥ 1
+}
+
+// Wants says whether n lists kind.
+func (n *Notify) Wants(kind string) bool {
+	return n != nil && slices.Contains(n.On, kind)
 }
 
 // Overlap policies: what a tick does when the job's lease is held.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +27,16 @@ import (
 type File struct {
 	Path string      // as given to Load or Parse
 	Jobs []baton.Job // in file order, with defaults applied
+	// Notify is the file's top-level notify: the defaults of its jobs'
+	// rules, and where the daemon sends their notifications.
+	Notify FileNotify
+}
+
+// FileNotify is a job file's top-level notify mapping.
+type FileNotify struct {
+	Rule *baton.Notify // the jobs' default rule (nil: none by default)
+	Sink string        // the sink the daemon relays notifications to ("": its --relay-sink, or baton relay)
+	Link string        // the dashboard's base URL, for links in notifications
 }
 
 // maxProblems is the most problems an *Error lists; past that many, the
@@ -153,7 +164,7 @@ func Parse(path string, data []byte) (*File, error) {
 	if jobs == nil {
 		jobs = []baton.Job{} // so that `jobs: []` shows as [] in JSON
 	}
-	return &File{Path: path, Jobs: jobs}, nil
+	return &File{Path: path, Jobs: jobs, Notify: p.notify}, nil
 }
 
 // parser collects the problems of one file.
@@ -161,6 +172,7 @@ type parser struct {
 	path     string
 	problems []Problem
 	firstJob map[string]int // name → the line of the name in its first job
+	notify   FileNotify     // the top-level notify
 }
 
 func (p *parser) add(n *yaml.Node, field, format string, args ...any) {
@@ -287,8 +299,10 @@ func (p *parser) file(data []byte) []baton.Job {
 		return nil
 	}
 	var seq *yaml.Node
-	seen := p.fields(root, "", []string{"jobs"}, func(_ string, v *yaml.Node, field string) {
+	seen := p.fields(root, "", []string{"jobs", "notify"}, func(key string, v *yaml.Node, field string) {
 		switch {
+		case key == "notify":
+			p.fileNotify(v, field)
 		case isNull(v):
 			p.noJobs(v)
 		case p.kind(v, field, yaml.SequenceNode, "a sequence of jobs"):
@@ -313,6 +327,9 @@ func (p *parser) file(data []byte) []baton.Job {
 			continue
 		}
 		jobs = append(jobs, p.job(n, field).WithDefaults())
+	}
+	for i := range jobs {
+		jobs[i].Notify = p.notify.resolve(jobs[i].Notify)
 	}
 	return jobs
 }
@@ -588,7 +605,7 @@ func distance(a, b string) int {
 var jobKeys = []string{
 	"name", "schedule", "timezone", "command", "env", "dir",
 	"ttl", "timeout", "kill_after", "jitter",
-	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
+	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention", "notify",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
@@ -647,6 +664,8 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			p.overlap(v, field, &j)
 		case "catchup":
 			p.catchup(v, field, &j)
+		case "notify":
+			j.Notify = p.jobNotify(v, field)
 		case "retries":
 			p.retries(v, field, &j)
 		case "key_retention":
@@ -1041,3 +1060,102 @@ const (
 	// hold the daemon's own environment and baton's variables.
 	MaxCommandSize = 256 << 10
 )
+
+// notifyOff is the rule a job's `notify: false` leaves until resolve.
+var notifyOff = &baton.Notify{After: -1}
+
+// jobNotify reads a job's notify: a mapping {on: [KIND…], after: N}
+// (missing keys from the file's defaults), true (the defaults) or false
+// (none, whatever the defaults).
+func (p *parser) jobNotify(v *yaml.Node, field string) *baton.Notify {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool" {
+		if v.Value == "false" || v.Value == "False" || v.Value == "FALSE" {
+			return notifyOff
+		}
+		return &baton.Notify{}
+	}
+	if !p.kind(v, field, yaml.MappingNode, "a mapping {on: [KIND…], after: N}, true or false") {
+		return nil
+	}
+	n := &baton.Notify{}
+	p.fields(v, field, []string{"on", "after"}, func(key string, v *yaml.Node, field string) {
+		p.notifyRule(key, v, field, n)
+	})
+	return n
+}
+
+// fileNotify reads the top-level notify: the jobs' default rule, and the
+// sink and dashboard link of their notifications.
+func (p *parser) fileNotify(v *yaml.Node, field string) {
+	if !p.kind(v, field, yaml.MappingNode, "a mapping {on: [KIND…], after: N, sink: SPEC, link: URL}") {
+		return
+	}
+	n := &baton.Notify{}
+	p.fields(v, field, []string{"on", "after", "sink", "link"}, func(key string, v *yaml.Node, field string) {
+		switch key {
+		case "sink":
+			if s, ok := p.str(v, field, "a sink such as exec:/usr/sbin/sendmail -t or https://hooks.example/notify"); ok {
+				if s == "" {
+					p.add(v, field, "empty; leave sink out to use the daemon's --relay-sink")
+				}
+				p.notify.Sink = s
+			}
+		case "link":
+			if s, ok := p.str(v, field, "the dashboard's base URL, http://… or https://…"); ok {
+				if u, err := url.Parse(s); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					p.add(v, field, "want an http:// or https:// URL, not %q", s)
+				}
+				p.notify.Link = strings.TrimRight(s, "/")
+			}
+		default:
+			p.notifyRule(key, v, field, n)
+		}
+	})
+	p.notify.Rule = n
+}
+
+// notifyRule reads a rule's on or after.
+func (p *parser) notifyRule(key string, v *yaml.Node, field string, n *baton.Notify) {
+	switch key {
+	case "on":
+		if !p.kind(v, field, yaml.SequenceNode, "a list of "+list(baton.NotifyKinds)) {
+			return
+		}
+		n.On = []string{}
+		for i, k := range v.Content {
+			if kind, ok := p.oneOf(k, fmt.Sprintf("%s[%d]", field, i), baton.NotifyKinds...); ok && !slices.Contains(n.On, kind) {
+				n.On = append(n.On, kind)
+			}
+		}
+	case "after":
+		if c, ok := p.integer(v, field); ok {
+			if c < 1 || c > 1000 {
+				p.add(v, field, "want a count of failures in a row from 1 to 1000, not %d", c)
+			}
+			n.After = c
+		}
+	}
+}
+
+// resolve is a job's rule with the file's defaults: nil when neither the
+// job nor the file has one, or the job says false.
+func (f FileNotify) resolve(job *baton.Notify) *baton.Notify {
+	if job == notifyOff || (job == nil && f.Rule == nil) {
+		return nil
+	}
+	out := baton.Notify{}
+	if job != nil {
+		out = *job
+	}
+	if out.On == nil && f.Rule != nil {
+		out.On = f.Rule.On
+	}
+	if out.After == 0 && f.Rule != nil {
+		out.After = f.Rule.After
+	}
+	if out.On == nil {
+		out.On = slices.Clone(baton.NotifyKinds)
+	}
+	out.After = max(out.After, 1)
+	return &out
+}

@@ -284,9 +284,9 @@ func TestParseInvalid(t *testing.T) {
 		// The top level.
 		{"top sequence", "- name: a\n", "jobs.yaml:1:1: document: want a mapping with the one key jobs, not a sequence"},
 		{"top scalar", "hello\n", `jobs.yaml:1:1: document: want a mapping with the one key jobs, not "hello"`},
-		{"top unknown key", "jobs: []\nversion: 2\n", "jobs.yaml:2:1: version: unknown key; want jobs"},
-		{"top empty key", "jobs: []\n'': 2\n", `jobs.yaml:2:1: "": unknown key; want jobs`},
-		{"top typo", "job: []\n", "jobs.yaml:1:1: job: unknown key; did you mean jobs? (want jobs)"},
+		{"top unknown key", "jobs: []\nversion: 2\n", "jobs.yaml:2:1: version: unknown key; want jobs or notify"},
+		{"top empty key", "jobs: []\n'': 2\n", `jobs.yaml:2:1: "": unknown key; want jobs or notify`},
+		{"top typo", "job: []\n", "jobs.yaml:1:1: job: unknown key; did you mean jobs? (want jobs or notify)"},
 		{"top no jobs", "{}\n", "jobs.yaml:1:1: jobs: missing"},
 		{"top duplicate", "jobs: []\njobs: []\n", `jobs.yaml:2:1: jobs: duplicate key "jobs"; it is first given at line 1`},
 		{"jobs mapping", "jobs:\n  a: 1\n", "jobs.yaml:2:3: jobs: want a sequence of jobs, not a mapping"},
@@ -507,8 +507,8 @@ conf/jobs.yaml:10:14: jobs[1].overlap: write {allow: N} to allow up to N runs at
 conf/jobs.yaml:11:13: jobs[1].paused: want true or false, not "yes"
 conf/jobs.yaml:12:5: jobs[2](backup).command: missing; every job needs a name, a schedule and a command
 conf/jobs.yaml:12:11: jobs[2](backup).name: duplicate job name "backup"; it is first used at line 2
-conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history or key_retention)
-conf/jobs.yaml:15:1: extra: unknown key; want jobs`
+conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention or notify)
+conf/jobs.yaml:15:1: extra: unknown key; want jobs or notify`
 	if got := err.Error(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
@@ -633,4 +633,60 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// notify: the file's defaults reach every job, a job's own keys win, and
+// false turns them off; bad kinds and counts name their line and field.
+func TestParseNotify(t *testing.T) {
+	f, err := jobfile.Parse("jobs.yaml", []byte(`
+notify:
+  on: [failed, recovered]
+  after: 2
+  sink: "exec:/usr/sbin/sendmail -t"
+  link: https://baton.example.com/
+jobs:
+  - {name: a, schedule: "@hourly", command: "true"}
+  - {name: b, schedule: "@hourly", command: "true", notify: {after: 5}}
+  - {name: c, schedule: "@hourly", command: "true", notify: {on: [timed-out]}}
+  - {name: d, schedule: "@hourly", command: "true", notify: false}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Notify.Sink != "exec:/usr/sbin/sendmail -t" || f.Notify.Link != "https://baton.example.com" {
+		t.Errorf("file notify %+v", f.Notify)
+	}
+	want := map[string]*baton.Notify{
+		"a": {On: []string{"failed", "recovered"}, After: 2},
+		"b": {On: []string{"failed", "recovered"}, After: 5},
+		"c": {On: []string{"timed-out"}, After: 2},
+		"d": nil,
+	}
+	for _, j := range f.Jobs {
+		if !reflect.DeepEqual(j.Notify, want[j.Name]) {
+			t.Errorf("job %s: notify %+v, want %+v", j.Name, j.Notify, want[j.Name])
+		}
+	}
+	// Without top-level defaults: true is every kind after 1 failure.
+	f, err = jobfile.Parse("jobs.yaml", []byte("jobs:\n  - {name: a, schedule: \"@hourly\", command: \"true\", notify: true}\n  - {name: b, schedule: \"@hourly\", command: \"true\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Jobs[0].Notify; n == nil || n.After != 1 || !reflect.DeepEqual(n.On, baton.NotifyKinds) {
+		t.Errorf("notify: true gave %+v", n)
+	}
+	if f.Jobs[1].Notify != nil {
+		t.Errorf("a job without notify got %+v", f.Jobs[1].Notify)
+	}
+	for _, c := range []struct{ yaml, want string }{
+		{"notify: {on: [failed, crashed]}\njobs: []\n", "jobs.yaml:1:23: notify.on[1]: want failed, timed-out, lost-lease, unknown, fenced or recovered"},
+		{"jobs:\n  - {name: a, schedule: \"@hourly\", command: \"true\", notify: {after: 0}}\n", "jobs.yaml:2:69: jobs[0](a).notify.after: want a count of failures in a row from 1 to 1000, not 0"},
+		{"notify: {link: ftp://x}\njobs: []\n", "jobs.yaml:1:16: notify.link: want an http:// or https:// URL"},
+		{"notify: {sinc: noop:}\njobs: []\n", "notify.sinc: unknown key; did you mean sink?"},
+	} {
+		_, err := jobfile.Parse("jobs.yaml", []byte(c.yaml))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want %q", c.yaml, err, c.want)
+		}
+	}
 }

@@ -268,7 +268,7 @@ func (d *Daemon) finishBatch(ctx context.Context, calls []finishCall) []finishAn
 func (s *Store) finishBatch(ctx context.Context, calls []finishCall) []finishAnswer {
 	out := make([]finishAnswer, len(calls))
 	var err error
-	if s.dialect == Postgres && len(calls) > 1 && distinctTicks(calls) {
+	if s.dialect == Postgres && len(calls) > 1 && distinctTicks(calls) && !noticed(calls) {
 		err = s.finishAll(ctx, calls, out)
 	} else {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
@@ -293,6 +293,17 @@ func (s *Store) finishBatch(ctx context.Context, calls []finishCall) []finishAns
 		out[0] = finishAnswer{err: err}
 	}
 	return out
+}
+
+// noticed says a call may enqueue a notification: its outcome goes
+// through finish, in a transaction (the one statement does not notify).
+func noticed(calls []finishCall) bool {
+	for _, c := range calls {
+		if c.ending.Notice != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // distinctTicks says no tick appears twice among calls (one statement

@@ -46,6 +46,10 @@ type Daemon struct {
 	// and WATCHDOG). A round that hangs, on a frozen store, never calls it.
 	RoundDone func(err error)
 
+	// NotifyLink is the dashboard's base URL, for the links in run
+	// notifications ("": none).
+	NotifyLink string
+
 	// Action, when set, replaces every run's command: it is called under
 	// the run's term, and its Ending is recorded as the attempt's. baton
 	// bench claims sets a no-op, to measure the daemon's own work on the

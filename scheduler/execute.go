@@ -99,7 +99,9 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			takeover = false
 			reason := "its daemon stopped renewing its claim (crashed or cut off) while it ran"
 			if attempts > j.Retries.Count {
-				if d.end(bg, c.Tick, prev, baton.OutcomeLostLease, reason, log) {
+				// The attempt's own token and run time went with its daemon.
+				lost := Ending{Outcome: baton.OutcomeLostLease, Reason: reason, Notice: d.notice(j, c, attempts, 0, 0)}
+				if d.endWith(bg, c.Tick, prev, lost, log) {
 					d.observer().LeaseLost(j.Name)
 					d.observer().RunEnded(j.Name, baton.OutcomeLostLease, -1)
 				}
@@ -127,7 +129,9 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			return
 		}
 		prev, attempts = term.Owner, attempt
+		began := time.Now()
 		ending, survivors := d.execute(j, c.Tick, term, sent, attempt, runLag(j, c.Tick, attempt, time.Now()), log)
+		ending.Notice = d.notice(j, c, attempt, term.Token, time.Since(began))
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
@@ -175,7 +179,16 @@ func (d *Daemon) end(ctx context.Context, t baton.Tick, runID string, o baton.Ou
 	Info(string, ...any)
 	Error(string, ...any)
 }) bool {
-	ok, err := d.Store.Finish(ctx, t, runID, Ending{Outcome: o, Reason: reason})
+	return d.endWith(ctx, t, runID, Ending{Outcome: o, Reason: reason}, log)
+}
+
+// endWith is end with a whole Ending.
+func (d *Daemon) endWith(ctx context.Context, t baton.Tick, runID string, e Ending, log interface {
+	Info(string, ...any)
+	Error(string, ...any)
+}) bool {
+	o, reason := e.Outcome, e.Reason
+	ok, err := d.Store.Finish(ctx, t, runID, e)
 	if err != nil {
 		log.Error("cannot record the outcome", "outcome", o, "err", err)
 		return false
@@ -522,4 +535,14 @@ func (b *tailBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// notice is the notification of claim c's attempt, for the store to send
+// if j's rule makes one of its outcome; nil when j has no rule.
+func (d *Daemon) notice(j baton.Job, c Claim, attempt int, token int64, took time.Duration) *Notice {
+	if j.Notify == nil {
+		return nil
+	}
+	return &Notice{Rule: *j.Notify, Link: d.NotifyLink, Attempt: attempt, Host: d.Host, Daemon: d.ID,
+		Token: token, Duration: took, TickKind: c.Kind}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/sqldialect"
+	"github.com/batonhq/baton/outbox"
 )
 
 //go:embed sql
@@ -33,6 +34,7 @@ type Store struct {
 	dialect Dialect
 	schema  string
 	q       map[string]string
+	outbox  *outbox.Store // where run notifications go (notify)
 }
 
 // NewStore wraps db, whose schema (package postgres's or sqlite's
@@ -43,7 +45,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 	if err != nil { // compiled in: cannot fail at run time
 		panic("scheduler: loading embedded SQL: " + err.Error())
 	}
-	s := &Store{db: db, dialect: dialect, schema: schema, q: q}
+	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
 
@@ -785,6 +787,9 @@ type Ending struct {
 	// RetryAfter, when positive, leaves the tick pending for another
 	// attempt after this long instead of ending it with Outcome.
 	RetryAfter time.Duration
+	// Notice, when set, is the tick's notification if its job's rule
+	// makes one of the outcome: enqueued in the outcome's transaction.
+	Notice *Notice
 }
 
 // Finish records the end of the tick's attempt runID and, unless a retry
@@ -819,7 +824,10 @@ func (s *Store) finish(ctx context.Context, tx *sql.Tx, t baton.Tick, runID stri
 		return false, s.translate(err, "recording the outcome of "+t.IdempotencyKey())
 	}
 	n, _ := res.RowsAffected()
-	return n == 1, nil
+	if n != 1 {
+		return false, nil
+	}
+	return true, s.notify(ctx, tx, t, e)
 }
 
 // Queue marks a pending tick as the job's one queued tick (queue-one). It
