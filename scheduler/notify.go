@@ -36,6 +36,10 @@ type Notice struct {
 	OutputMax int // the most output bytes sent (0: NoticeOutputMax)
 }
 
+// maxFailuresCounted bounds the failures in a row a notification counts
+// (its consecutive_failures), unless the rule's after is higher.
+const maxFailuresCounted = 100
+
 // NoticeOutputMax bounds the output tail a notification carries.
 const NoticeOutputMax = 2048
 
@@ -94,8 +98,9 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) 
 		return nil
 	}
 	after := max(n.Rule.After, 1)
-	// The failures in a row before this tick, up to the rule's count.
-	rows, err := tx.QueryContext(ctx, s.query("recent_outcomes"), t.Job, s.ts(t.At), after)
+	// The failures in a row before this tick: counted up to
+	// maxFailuresCounted, or the rule's count if higher.
+	rows, err := tx.QueryContext(ctx, s.query("recent_outcomes"), t.Job, s.ts(t.At), max(after, maxFailuresCounted))
 	if err != nil {
 		return s.translate(err, "reading the recent outcomes of "+t.Job)
 	}

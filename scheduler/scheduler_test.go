@@ -14,6 +14,7 @@ import (
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
 	"github.com/batonhq/baton/supervise"
@@ -33,6 +34,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	name   string
 	store  *scheduler.Store
+	outbox *outbox.Store // the same database's outbox
 	leaser func(t *testing.T) baton.Leaser // a fresh handle, as another process would have
 }
 
@@ -47,7 +49,7 @@ func stores(t *testing.T, f func(t *testing.T, e env)) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		f(t, env{name: "sqlite", store: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""),
+		f(t, env{name: "sqlite", store: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), outbox: outbox.NewStore(db.SQL(), outbox.SQLite, ""),
 			leaser: func(t *testing.T) baton.Leaser {
 				l, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
 				if err != nil {
@@ -68,7 +70,7 @@ func stores(t *testing.T, f func(t *testing.T, e env)) {
 			return db
 		}
 		db := open(t)
-		f(t, env{name: "postgres", store: scheduler.NewStore(db.SQL(), scheduler.Postgres, db.Schema()),
+		f(t, env{name: "postgres", store: scheduler.NewStore(db.SQL(), scheduler.Postgres, db.Schema()), outbox: outbox.NewStore(db.SQL(), outbox.Postgres, db.Schema()),
 			leaser: func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t)) }})
 	})
 }
