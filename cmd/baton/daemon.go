@@ -5,9 +5,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -167,6 +170,24 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			return baton.Wrap(baton.EINVALID, err, "job %s", j.Name)
 		}
 	}
+	// The job file's notify sink: a relay of its own for the run
+	// notifications (topic baton.notify), beside --relay-sink's.
+	notifySink, notifyLink := file.Notify.Sink, file.Notify.Link
+	var notifyRelay *outbox.Relay
+	if notifySink != "" {
+		if relay != nil && len(relay.Topics) == 0 || slices.Contains(relayTopics(relay), scheduler.NotifyTopic) {
+			return baton.Invalid("--relay-topics", "the job file's notify.sink delivers the topic %s, and --relay-sink would deliver it too: "+
+				"give --relay-topics without %s, or leave notify.sink out of %s to send notifications to --relay-sink", scheduler.NotifyTopic, scheduler.NotifyTopic, c.config)
+		}
+		nf := c.relay
+		nf.sink, nf.topics = notifySink, scheduler.NotifyTopic
+		if notifyRelay, err = nf.relay(c.env, "relay-"); err != nil {
+			if be, ok := err.(*baton.Error); ok && be.Field == "--relay-sink" {
+				be.Field = c.config + ": notify.sink"
+			}
+			return err
+		}
+	}
 	if err := c.http.listen(); err != nil {
 		return err
 	}
@@ -187,7 +208,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
 		Grace: c.grace, GuardPath: exe, Env: withoutNotify(c.store.jobEnviron(c.env, c.password)), Log: log.With("daemon_pid", os.Getpid()),
-		Version: readBuild().String(), PlayLevel: playLevel,
+		Version: readBuild().String(), PlayLevel: playLevel, NotifyLink: notifyLink,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics
 	// Under systemd: READY=1 after the first claim round that worked,
@@ -227,6 +248,10 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 				log.Error("reload failed; keeping the jobs loaded before", "err", err)
 				continue
 			}
+			if f.Notify.Sink != notifySink || f.Notify.Link != notifyLink {
+				log.Warn("the job file's notify sink or link changed; the daemon keeps the ones it started with until it restarts",
+					"sink", sinkName(notifySink), "link", notifyLink)
+			}
 			log.Info("reloaded", "config", c.config, "jobs", len(f.Jobs))
 		}
 	}()
@@ -239,23 +264,49 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	defer stopHTTP()
 	// The outbox relay (--relay-sink) runs beside the schedule and stops
 	// with it, after settling what it claimed.
-	relayDone := make(chan error, 1)
-	if relay != nil {
+	// So does the notify sink's relay.
+	relayDone := make(chan error, 2)
+	for _, r := range []*outbox.Relay{relay, notifyRelay} {
+		if r == nil {
+			relayDone <- nil
+			continue
+		}
 		go func() {
-			err := c.relay.start(ctx, st, relay, log.With("daemon_pid", os.Getpid()))
+			err := c.relay.start(ctx, st, r, log.With("daemon_pid", os.Getpid(), "relay", r.Sink.String()))
 			if err != nil && ctx.Err() == nil {
-				log.Error("the outbox relay stopped; the schedule goes on", "err", err)
+				log.Error("an outbox relay stopped; the schedule goes on", "sink", r.Sink.String(), "err", err)
 			}
 			relayDone <- err
 		}()
-	} else {
-		relayDone <- nil
 	}
 	err = d.Run(ctx)
-	if rerr := <-relayDone; rerr != nil && err == nil {
-		err = rerr
+	for range 2 {
+		if rerr := <-relayDone; rerr != nil && err == nil {
+			err = rerr
+		}
 	}
 	return err
+}
+
+// relayTopics are r's topics (none for a nil relay).
+func relayTopics(r *outbox.Relay) []string {
+	if r == nil {
+		return nil
+	}
+	return r.Topics
+}
+
+// sinkName names a sink SPEC for logs, without secrets: its scheme, host
+// and path, or an exec sink's command.
+func sinkName(spec string) string {
+	if spec == "" {
+		return ""
+	}
+	if u, err := url.Parse(spec); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host + u.Path
+	}
+	cmd, _, _ := strings.Cut(spec, " ")
+	return cmd
 }
 
 // loadGCPercent is the garbage collector's target (GOGC) while the daemon

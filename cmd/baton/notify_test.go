@@ -1,0 +1,141 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	nethttp "net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// downReceiver is an eventReceiver that answers 503 while down.
+type downReceiver struct {
+	*eventReceiver
+	down    atomic.Bool
+	refused atomic.Int64
+}
+
+func (d *downReceiver) ServeHTTP(w nethttp.ResponseWriter, req *nethttp.Request) {
+	if d.down.Load() {
+		d.refused.Add(1)
+		w.WriteHeader(nethttp.StatusServiceUnavailable)
+		return
+	}
+	d.eventReceiver.ServeHTTP(w, req)
+}
+
+// Run notifications end to end: a job that fails every second notifies
+// through the job file's notify sink, a webhook that is down for the
+// first failures. Once it is up, every failed tick's notification
+// arrives, exactly once per key, and none is lost, whether the daemon
+// delivered it or a baton relay after the daemon stopped.
+func TestNotifyEndToEnd(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		rcv := &downReceiver{eventReceiver: newEventReceiver(t, 0)}
+		rcv.down.Store(true)
+		srv := startHandler(t, rcv)
+		config := writeJobFile(t, fmt.Sprintf(`
+notify:
+  sink: %s/notify
+  link: https://baton.example
+jobs:
+  - name: broken
+    schedule: "* * * * * *"
+    command: "echo disk full >&2; exit 3"
+    notify: {on: [failed]}
+  - name: fine
+    schedule: "* * * * * *"
+    command: "true"
+`, srv))
+		d := s.startDaemon(t, "notify", config, "--relay-min-backoff", "100ms", "--relay-max-backoff", "500ms")
+		s.waitDone(t, "broken", 3, 30*time.Second, func(tr tickRow) bool { return tr.Outcome == baton.OutcomeFailed })
+		waitUntil(t, "the relay to try the receiver while it is down", 30*time.Second, func() bool { return rcv.refused.Load() > 0 })
+		rcv.down.Store(false)
+		// Every failure recorded by now arrives while the daemon runs.
+		failed := s.waitDone(t, "broken", 3, time.Second, func(tr tickRow) bool { return tr.Outcome == baton.OutcomeFailed })
+		waitUntil(t, "the failures' notifications", 60*time.Second, func() bool {
+			rcv.mu.Lock()
+			defer rcv.mu.Unlock()
+			for _, tr := range failed {
+				if tr.Outcome == baton.OutcomeFailed && rcv.count[notifyKey(tr)] == 0 {
+					return false
+				}
+			}
+			return true
+		})
+		if code := d.stop(t); code != 0 {
+			t.Fatalf("daemon drain: exit %d", code)
+		}
+		// What the daemon enqueued as it stopped, a relay delivers.
+		if r := s.run(t, "relay", "--sink", srv+"/notify", "--topics", "baton.notify", "--until-idle", "--listen=false"); r.code != 0 {
+			t.Fatalf("baton relay --until-idle: exit %d: %s", r.code, r.stderr)
+		}
+		want := map[string]bool{}
+		for _, tr := range s.ticks(t, "broken") {
+			if tr.State == baton.TickDone && tr.Outcome == baton.OutcomeFailed {
+				want[notifyKey(tr)] = true
+			}
+		}
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		for key := range want {
+			if n := rcv.count[key]; n != 1 {
+				t.Errorf("%s: delivered %d times, want once", key, n)
+			}
+		}
+		for key := range rcv.count {
+			if !want[key] {
+				t.Errorf("%s delivered, but no such failed tick", key)
+			}
+		}
+		if len(rcv.mismatch) > 0 {
+			t.Errorf("keys delivered again with another body: %v", rcv.mismatch)
+		}
+		for key, body := range rcv.bodies {
+			var env struct {
+				Topic   string
+				Payload struct {
+					Schema, Kind, Job, Host, Link, Reason string
+					Outcome                               baton.Outcome
+					ExitCode                              *int   `json:"exit_code"`
+					OutputTail                            string `json:"output_tail"`
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &env); err != nil {
+				t.Fatalf("%s: %v", key, err)
+			}
+			p := env.Payload
+			if env.Topic != "baton.notify" || p.Schema != "baton.notify/v1" || p.Kind != "failed" || p.Job != "broken" ||
+				p.Outcome != baton.OutcomeFailed || p.ExitCode == nil || *p.ExitCode != 3 || p.Host == "" ||
+				p.Link != "https://baton.example/jobs/broken" || p.OutputTail != "disk full\n" {
+				t.Errorf("%s: %s", key, body)
+			}
+		}
+		t.Logf("%d failures notified, each once; %d deliveries refused while the receiver was down", len(want), rcv.refused.Load())
+	})
+}
+
+// notifyKey is the key of a failed tick's notification (its first attempt).
+func notifyKey(tr tickRow) string {
+	return tr.Job + "/" + baton.FormatTick(tr.At) + "/1/" + string(tr.Outcome)
+}
+
+// startHandler serves h on loopback until the test ends, and returns its
+// base URL.
+func startHandler(t *testing.T, h nethttp.Handler) string {
+	t.Helper()
+	ln, err := netListen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &nethttp.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
