@@ -199,6 +199,7 @@ func checkConnectError(t *testing.T, what string, err error, want string, secret
 		return
 	}
 	msg := err.Error()
+	t.Logf("%s: %s", what, msg)
 	if !strings.Contains(msg, "cannot connect") || !strings.Contains(msg, want) {
 		t.Errorf("%s: %q does not say %q", what, msg, want)
 	}
