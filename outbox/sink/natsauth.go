@@ -125,6 +125,9 @@ func natsAuth(shown string, q url.Values) ([]nats.Option, []string, error) {
 		}
 		opts = append(opts, o)
 	case nkey != "":
+		if _, err := os.Stat(nkey); err != nil {
+			return nil, nil, bad("nkey %q: %v", nkey, pathError(err))
+		}
 		o, err := nats.NkeyOptionFromSeed(nkey)
 		if err != nil {
 			return nil, nil, bad("nkey %q: want a file holding a user seed (SU…): %v", nkey, pathError(err))

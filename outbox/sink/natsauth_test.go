@@ -151,9 +151,9 @@ func startSecureNATS(t *testing.T, configure func(*server.Options)) *server.Serv
 	return s
 }
 
-// withTLS makes the server speak TLS only, with a generous handshake
+// natsWithTLS makes the server speak TLS only, with a generous handshake
 // timeout for a busy machine.
-func withTLS(o *server.Options, p *natsPKI, verify bool) {
+func natsWithTLS(o *server.Options, p *natsPKI, verify bool) {
 	o.TLS = true
 	o.TLSConfig = p.serverTLS(verify)
 	o.TLSVerify = verify
@@ -190,9 +190,9 @@ func openNATSSpec(t *testing.T, spec string) *NATS {
 	return openNATS(t, spec, 10*time.Second)
 }
 
-// checkConnectError checks that err is a retried failure to connect that
+// checkNATSConnectError checks that err is a retried failure to connect that
 // says want, and shows no secret and no stack trace.
-func checkConnectError(t *testing.T, what string, err error, want string, secrets ...string) {
+func checkNATSConnectError(t *testing.T, what string, err error, want string, secrets ...string) {
 	t.Helper()
 	if outcomeOf(err) != retried {
 		t.Errorf("%s: Deliver = %v, want retried", what, err)
@@ -216,7 +216,7 @@ func checkConnectError(t *testing.T, what string, err error, want string, secret
 func TestNATSOverTLSWithCustomCA(t *testing.T) {
 	t.Parallel()
 	pki, other := newNATSPKI(t, "test"), newNATSPKI(t, "other")
-	srv := startSecureNATS(t, func(o *server.Options) { withTLS(o, pki, false) })
+	srv := startSecureNATS(t, func(o *server.Options) { natsWithTLS(o, pki, false) })
 	count := natsReaderStream(t, srv, nats.RootCAs(pki.ca))
 	base := natsURL(srv)
 
@@ -229,23 +229,23 @@ func TestNATSOverTLSWithCustomCA(t *testing.T) {
 	}
 
 	err := openNATSSpec(t, base+"?tls_ca="+url.QueryEscape(other.ca)).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "trusting another CA", err, "not signed by a CA the sink trusts")
+	checkNATSConnectError(t, "trusting another CA", err, "not signed by a CA the sink trusts")
 	// Without tls_ca the client still upgrades (the server requires TLS),
 	// and the system's CAs do not know this one.
 	err = openNATSSpec(t, base).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "trusting the system's CAs", err, "not signed by a CA the sink trusts")
+	checkNATSConnectError(t, "trusting the system's CAs", err, "not signed by a CA the sink trusts")
 
 	// tls=true refuses a server that offers no TLS, rather than sending in
 	// the clear.
 	plain := startNATS(t, 0, t.TempDir(), 0)
 	err = openNATSSpec(t, natsURL(plain)+"?tls=true").Deliver(context.Background(), testEvent())
-	checkConnectError(t, "tls=true to a server without TLS", err, "offers none")
+	checkNATSConnectError(t, "tls=true to a server without TLS", err, "offers none")
 }
 
 func TestNATSClientCertificate(t *testing.T) {
 	t.Parallel()
 	pki, other := newNATSPKI(t, "test"), newNATSPKI(t, "other")
-	srv := startSecureNATS(t, func(o *server.Options) { withTLS(o, pki, true) })
+	srv := startSecureNATS(t, func(o *server.Options) { natsWithTLS(o, pki, true) })
 	count := natsReaderStream(t, srv, nats.RootCAs(pki.ca), nats.ClientCert(pki.clientCert, pki.clientKey))
 	base := natsURL(srv) + "?tls_ca=" + url.QueryEscape(pki.ca)
 
@@ -258,11 +258,11 @@ func TestNATSClientCertificate(t *testing.T) {
 	}
 
 	err := openNATSSpec(t, base).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "without a client certificate", err, "client certificate")
+	checkNATSConnectError(t, "without a client certificate", err, "client certificate")
 	// A certificate the server's CA did not sign is refused too.
 	err = openNATSSpec(t, base+"&tls_cert="+url.QueryEscape(other.clientCert)+"&tls_key="+url.QueryEscape(other.clientKey)).
 		Deliver(context.Background(), testEvent())
-	checkConnectError(t, "with a certificate of another CA", err, "certificate")
+	checkNATSConnectError(t, "with a certificate of another CA", err, "certificate")
 	if got := count(); got != 1 {
 		t.Errorf("the stream holds %d messages after refused connections, want 1", got)
 	}
@@ -297,7 +297,7 @@ func TestNATSNKeyUserOverTLS(t *testing.T) {
 	pub, seed, seedFile := writeNATSSeed(t, "relay.nk")
 	_, wrongSeed, wrongFile := writeNATSSeed(t, "wrong.nk")
 	srv := startSecureNATS(t, func(o *server.Options) {
-		withTLS(o, pki, false)
+		natsWithTLS(o, pki, false)
 		o.Nkeys = []*server.NkeyUser{{Nkey: pub}}
 	})
 	readerOpt, err := nats.NkeyOptionFromSeed(seedFile)
@@ -319,9 +319,9 @@ func TestNATSNKeyUserOverTLS(t *testing.T) {
 	}
 
 	err = openNATSSpec(t, base+"&nkey="+url.QueryEscape(wrongFile)).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "with a wrong seed", err, "refused the credentials", seed, wrongSeed)
+	checkNATSConnectError(t, "with a wrong seed", err, "refused the credentials", seed, wrongSeed)
 	err = openNATSSpec(t, base).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "without a seed", err, "refused the credentials")
+	checkNATSConnectError(t, "without a seed", err, "refused the credentials")
 }
 
 func TestNATSCredsFile(t *testing.T) {
@@ -382,7 +382,7 @@ func TestNATSCredsFile(t *testing.T) {
 
 	pki := newNATSPKI(t, "test")
 	srv := startSecureNATS(t, func(o *server.Options) {
-		withTLS(o, pki, false)
+		natsWithTLS(o, pki, false)
 		o.TrustedOperators = []*jwt.OperatorClaims{opClaims}
 		o.AccountResolver = resolver
 		o.SystemAccount = sysPub
@@ -399,7 +399,7 @@ func TestNATSCredsFile(t *testing.T) {
 	}
 
 	err = openNATSSpec(t, base+"&creds="+url.QueryEscape(strangerFile)).Deliver(context.Background(), testEvent())
-	checkConnectError(t, "with creds of an unknown account", err, "refused the credentials", seed, strangerSeed)
+	checkNATSConnectError(t, "with creds of an unknown account", err, "refused the credentials", seed, strangerSeed)
 }
 
 func TestOpenNATSRejectsBadSecurity(t *testing.T) {
@@ -439,7 +439,7 @@ func TestOpenNATSRejectsBadSecurity(t *testing.T) {
 		{"tls_key=" + q(pki.clientKey), "tls_key without tls_cert"},
 		{"tls_cert=" + q(pki.clientKey) + "&tls_key=" + q(pki.clientCert), "tls_cert"},
 		{"tls_cert=" + q(pki.clientCert) + "&tls_key=" + q(missing), "no such file"},
-		{"nkey=" + q(missing), "nkey"},
+		{"nkey=" + q(missing), "no such file"},
 		{"nkey=" + q(garbage), "want a file holding a user seed"},
 		{"nkey=" + q(accountSeed), "want a file holding a user seed"},
 		{"creds=" + q(missing), "no such file"},
