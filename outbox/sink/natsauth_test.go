@@ -164,7 +164,7 @@ func natsWithTLS(o *server.Options, p *natsPKI, verify bool) {
 // orders.>, returning a function that counts its messages.
 func natsReaderStream(t *testing.T, s *server.Server, opts ...nats.Option) func() uint64 {
 	t.Helper()
-	nc, err := nats.Connect(natsURL(s), opts...)
+	nc, err := nats.Connect(natsURL(s), append([]nats.Option{nats.Timeout(10 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
