@@ -52,7 +52,11 @@ func natsAuth(shown string, q url.Values) ([]nats.Option, []string, error) {
 	for _, k := range natsAuthParams {
 		if vs, ok := q[k]; ok {
 			if vs[0] == "" {
-				return nil, nil, bad("%s is empty: want %s", k, map[bool]string{true: "true or false", false: "a file name"}[k == "tls"])
+				want := "a file name"
+				if k == "tls" {
+					want = "true or false"
+				}
+				return nil, nil, bad("%s is empty: want %s", k, want)
 			}
 			v[k] = vs[0]
 			params = append(params, k+"="+vs[0])
