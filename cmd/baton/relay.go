@@ -37,7 +37,10 @@ Sinks (--sink):
                                        Idempotency-Key and, with a secret,
                                        Baton-Signature (HMAC-SHA256)
   nats://HOST[:PORT][?subject_prefix=P.&stream=NAME]
-                                       publish to JetStream, Nats-Msg-Id = key
+                                       publish to JetStream, Nats-Msg-Id = key;
+                                       TLS, creds and NKeys: &tls_ca=FILE,
+                                       &tls_cert=FILE&tls_key=FILE,
+                                       &creds=FILE, &nkey=FILE
   exec:COMMAND [ARG…]                  run a command with the event on stdin;
                                        exit 0 delivered, 65 dead, else retry
   noop:                                accept every event (benchmarks)

@@ -2,7 +2,9 @@
 // to, and Open, which makes one from the --sink value of baton relay:
 //
 //	http://HOST[:PORT]/PATH, https://…                        Webhook
-//	nats://HOST[:PORT][,…][?subject_prefix=P.&stream=NAME]    NATS (JetStream)
+//	nats://HOST[:PORT][,…][?subject_prefix=P.&stream=NAME]    NATS (JetStream);
+//	    &tls=true&tls_ca=FILE&tls_cert=FILE&tls_key=FILE        with TLS,
+//	    &creds=FILE or &nkey=FILE                             a creds file or an NKey seed
 //	exec:COMMAND [ARG…]                                       Exec
 //	noop:[?fail=N]                                            Noop
 //

@@ -34,6 +34,9 @@ type NATS struct {
 	prefix  string
 	stream  string
 	timeout time.Duration
+	auth    []nats.Option // TLS, creds or NKey: see natsauth.go
+	// clientCert tells whether auth presents a client certificate.
+	clientCert bool
 
 	mu      sync.Mutex
 	nc      *nats.Conn
@@ -102,7 +105,9 @@ func newNATS(spec string, o Options) (*NATS, error) {
 				return nil, baton.Invalid("--sink", "%q: stream %q: want letters, digits, '_' and '-'", n.shown, n.stream)
 			}
 		default:
-			return nil, baton.Invalid("--sink", "%q: unknown parameter %q: want subject_prefix or stream", n.shown, k)
+			if !natsAuthParam(k) {
+				return nil, baton.Invalid("--sink", "%q: unknown parameter %q: want subject_prefix, stream, tls, tls_ca, tls_cert, tls_key, creds or nkey", n.shown, k)
+			}
 		}
 	}
 	if n.prefix != "" {
@@ -111,6 +116,13 @@ func newNATS(spec string, o Options) (*NATS, error) {
 	if n.stream != "" {
 		params = append(params, "stream="+n.stream)
 	}
+	auth, authParams, err := natsAuth(n.shown, q)
+	if err != nil {
+		return nil, err
+	}
+	n.auth = auth
+	n.clientCert = q.Get("tls_cert") != ""
+	params = append(params, authParams...)
 	if len(params) > 0 {
 		n.shown += "?" + strings.Join(params, "&")
 	}
@@ -177,15 +189,16 @@ func (n *NATS) connect(ctx context.Context) (jetstream.JetStream, error) {
 
 // dial connects, records the outcome and closes done.
 func (n *NATS) dial(done chan struct{}) {
-	nc, err := nats.Connect(n.servers,
+	opts := append([]nats.Option{
 		nats.Name("baton relay"),
 		nats.Timeout(n.timeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
+		nats.ReconnectWait(500 * time.Millisecond),
 		// Fail publishes while reconnecting instead of buffering them: the
 		// relay retries, and a buffered publish would outlive its Deliver.
 		nats.ReconnectBufSize(-1),
-	)
+	}, n.auth...)
+	nc, err := nats.Connect(n.servers, opts...)
 	var js jetstream.JetStream
 	if err == nil {
 		if js, err = jetstream.New(nc); err != nil {
@@ -240,7 +253,7 @@ func (n *NATS) Deliver(ctx context.Context, e *outbox.Event) error {
 	defer cancel()
 	js, err := n.connect(pubCtx)
 	if err != nil {
-		return fmt.Errorf("nats %s: cannot connect: %w", n, err)
+		return fmt.Errorf("nats %s: cannot connect: %s%w", n, connectHint(err, n.clientCert), err)
 	}
 	_, err = js.PublishMsg(pubCtx, m, opts...)
 	switch {
