@@ -105,6 +105,7 @@ var commands = []struct {
 	{"backfill", "record past ticks of a job for the daemons to run", func(e *Env) Command { return &BackfillCommand{env: e} }},
 	{"relay", "deliver the outbox's events to a sink (webhook, NATS, command)", func(e *Env) Command { return &RelayCommand{env: e} }},
 	{"outbox", "enqueue events, see the backlog, retry or skip dead events", func(e *Env) Command { return &OutboxCommand{env: e} }},
+	{"notify", "send a run notification read from stdin as mail, a Slack message or text (an exec sink)", func(e *Env) Command { return &NotifyCommand{env: e} }},
 	{"completion", "print a shell's completion script (completion bash|zsh|fish)", func(e *Env) Command { return &CompletionCommand{env: e} }},
 	{"man", "write baton's man pages, made from the same help as --help", func(e *Env) Command { return &ManCommand{env: e} }},
 	{"version", "print baton's version", func(e *Env) Command { return &VersionCommand{env: e} }},

@@ -1,171 +1,246 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
-	"log/slog"
-	"slices"
+	"io"
+	"mime"
+	nethttp "net/http"
+	"os"
+	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
-	"github.com/batonhq/baton/internal/sdnotify"
 	"github.com/batonhq/baton/scheduler"
 )
 
-// service tells systemd how a daemon or relay started as a Type=notify
-// service is doing (docs/SYSTEMD.md). Without $NOTIFY_SOCKET it does
-// nothing.
-//
-// Progress is a round of the main loop ending: a claim round of the daemon,
-// a delivery round of the relay. A round that failed (the store is away)
-// counts: the loop is alive, says so in STATUS, and a restart would not
-// bring the store back, only stop the runs it supervises. A round that never
-// ends (a store that hangs, a deadlock) stops the WATCHDOG=1 pings, and
-// systemd restarts the service after WatchdogSec.
-type service struct {
-	n        *sdnotify.Notifier
-	log      *slog.Logger
-	interval time.Duration // of WATCHDOG_USEC; 0: no watchdog
+const notifyHelp = `
+Usage: baton notify mail --to ADDRESS [--to ADDRESS]… [flags] [-- SENDMAIL [ARG…]]
+       baton notify slack --url-file FILE [flags]
+       baton notify text
 
-	rounds atomic.Int64 // rounds ended
-	ready  atomic.Bool
+Turns one run notification into mail, a Slack message or plain text. It
+reads the event as an exec sink writes it (the outbox envelope, JSON, on
+standard input), so a relay runs it for each notification:
 
-	mu     sync.Mutex
-	status string // the last STATUS= sent
+  notify:
+    sink: "exec:baton notify mail --to ops@example.com"
 
-	stop context.CancelFunc
-	done chan struct{}
+  mail    writes an RFC 5322 message to the standard input of the
+          command after -- (default /usr/sbin/sendmail -t -i): To, From,
+          Subject, Date, a Message-ID made from the notification's key,
+          Auto-Submitted: auto-generated, and a plain-text body
+  slack   POSTs {"text": …} to the incoming-webhook URL in --url-file
+          (a file, so the URL, which is a secret, stays out of ps and logs)
+  text    prints the message to standard output
+
+The notification's JSON schema is in docs/NOTIFY.md.
+
+Exit status, as an exec sink reads it: 0 delivered; 65 the input is not a
+notification (the event is dead at once: retrying cannot help); 75 sendmail
+or Slack failed (the relay retries with backoff); 64 usage error.
+`
+
+// NotifyCommand is `baton notify`.
+type NotifyCommand struct {
+	env      *Env
+	to       multiFlag
+	from     string
+	sendmail []string
+	urlFile  string
+	timeout  time.Duration
 }
 
-// startService reads $NOTIFY_SOCKET and $WATCHDOG_USEC and, when set,
-// pings the watchdog while rounds end, until ctx ends (the drain, which it
-// announces with STOPPING=1) or close. A socket it cannot reach is logged,
-// not fatal: the service runs as it would without systemd.
-func startService(ctx context.Context, env *Env, log *slog.Logger) *service {
-	s := &service{log: log, done: make(chan struct{})}
-	var err error
-	if s.n, err = sdnotify.New(env.Getenv); err != nil {
-		log.Warn("cannot notify systemd; going on without", "err", err)
-	}
-	if s.n != nil {
-		if s.interval, err = sdnotify.WatchdogInterval(env.Getenv); err != nil {
-			log.Warn("no watchdog pings", "err", err)
-		}
-	}
-	ctx, s.stop = context.WithCancel(ctx)
-	go s.watch(ctx)
-	return s
-}
+// multiFlag is a repeatable string flag.
+type multiFlag []string
 
-// watch pings at half the watchdog's interval when a round ended since the
-// last ping, and says STOPPING=1 when ctx ends.
-func (s *service) watch(ctx context.Context) {
-	defer close(s.done)
-	var tick <-chan time.Time
-	if s.interval > 0 {
-		t := time.NewTicker(s.interval / 2)
-		defer t.Stop()
-		tick = t.C
-	}
-	last := s.rounds.Load()
-	for {
-		select {
-		case <-ctx.Done():
-			if s.n != nil {
-				s.send(sdnotify.Stopping, "draining")
-			}
-			return
-		case <-tick:
-			if n := s.rounds.Load(); n != last {
-				last = n
-				s.n.Watchdog()
-			}
-		}
-	}
-}
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
-// round records that a round ended with err; status says what the service
-// does. The first round that worked makes the service ready.
-func (s *service) round(err error, status func() string) {
-	s.rounds.Add(1)
-	if s.n == nil {
-		return
-	}
+// Run formats and sends the notification on standard input.
+func (c *NotifyCommand) Run(ctx context.Context, args []string) error {
+	fs := newFlagSet("notify", c.env.Stdout, notifyHelp)
+	fs.Var(&c.to, "to", "mail: a recipient `ADDRESS` (repeatable)")
+	fs.StringVar(&c.from, "from", "", "mail: the sender `ADDRESS` (default baton@HOSTNAME)")
+	fs.StringVar(&c.urlFile, "url-file", "", "slack: `FILE` holding the incoming-webhook URL")
+	durationFlag(fs, &c.timeout, "timeout", 10*time.Second, "bound on sending")
+	pos, err := parseFlags(fs, args)
 	if err != nil {
-		s.send("", "failing, retrying: "+err.Error())
-		return
+		return err
 	}
-	if s.ready.CompareAndSwap(false, true) {
-		s.send(sdnotify.Ready, status())
-		return
+	if len(pos) == 0 {
+		return baton.Invalid("WHAT", "want baton notify mail, slack or text")
 	}
-	s.send("", status())
-}
-
-// send sends status, after state (sdnotify.Ready or Stopping) if any; a
-// bare STATUS= line only when it differs from the last.
-func (s *service) send(state, status string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	line := sdnotify.Status(status)
-	if state == "" && line == s.status {
-		return
+	what := pos[0]
+	if len(pos) > 1 && what != "mail" {
+		return baton.Invalid("arguments", "baton notify %s takes no arguments, got %q", what, pos[1:])
 	}
-	s.status = line
-	lines := []string{line}
-	if state != "" {
-		lines = []string{state, line}
+	c.sendmail = pos[1:]
+	if len(c.sendmail) == 0 {
+		c.sendmail = []string{"/usr/sbin/sendmail", "-t", "-i"}
 	}
-	if err := s.n.Send(lines...); err != nil {
-		s.log.Warn("notifying systemd failed", "err", err)
+	switch what {
+	case "mail":
+		if len(c.to) == 0 {
+			return baton.Invalid("--to", "mail needs at least one --to ADDRESS")
+		}
+		for _, a := range append([]string{c.from}, c.to...) {
+			if strings.ContainsAny(a, "\r\n") {
+				return baton.Invalid("--to", "an address must be one line, got %q", a)
+			}
+		}
+	case "slack":
+		if c.urlFile == "" {
+			return baton.Invalid("--url-file", "slack needs --url-file FILE holding the incoming-webhook URL")
+		}
+	case "text":
+	default:
+		return baton.Invalid("WHAT", "%q: want baton notify mail, slack or text", what)
 	}
-}
-
-// close stops the pings, saying STOPPING=1 if the drain has not already.
-func (s *service) close() {
-	s.stop()
-	<-s.done
-	s.n.Close()
-}
-
-// runCounter counts the runs a daemon starts and ends, for its STATUS.
-type runCounter struct {
-	scheduler.Observer
-	started, ended atomic.Int64
-}
-
-func countRuns(o scheduler.Observer) *runCounter {
-	if o == nil {
-		o = scheduler.NopObserver{}
+	in, err := io.ReadAll(io.LimitReader(c.env.Stdin, 4<<20))
+	if err != nil {
+		return baton.Wrap(baton.EINVALID, err, "reading the notification")
 	}
-	return &runCounter{Observer: o}
-}
-
-func (c *runCounter) RunStarted(job string, lag time.Duration) {
-	c.started.Add(1)
-	c.Observer.RunStarted(job, lag)
-}
-
-func (c *runCounter) RunEnded(job string, outcome baton.Outcome, took time.Duration) {
-	if took >= 0 { // a run of this daemon's; not one it ended for a dead daemon
-		c.ended.Add(1)
+	var env struct {
+		Key     string                 `json:"key"`
+		Payload scheduler.Notification `json:"payload"`
 	}
-	c.Observer.RunEnded(job, outcome, took)
+	if err := json.Unmarshal(in, &env); err != nil || env.Payload.Schema != scheduler.NotifySchema {
+		fmt.Fprintf(c.env.Stderr, "baton notify: standard input is not a run notification (an outbox envelope whose payload has schema %s)\n", scheduler.NotifySchema)
+		return ExitError{Code: 65}
+	}
+	n := env.Payload
+	subject, body := notifyText(n)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	switch what {
+	case "text":
+		fmt.Fprintf(c.env.Stdout, "%s\n\n%s", subject, body)
+		return nil
+	case "slack":
+		return c.slack(ctx, subject, body)
+	}
+	return c.mail(ctx, env.Key, subject, body)
 }
 
-func (c *runCounter) status() string {
-	started := c.started.Load()
-	return fmt.Sprintf("started %d runs, %d running", started, started-c.ended.Load())
+// notifyText is a notification's subject line and plain-text body.
+func notifyText(n scheduler.Notification) (subject, body string) {
+	what := string(n.Outcome)
+	if n.Kind == baton.NotifyRecovered {
+		what = "recovered"
+	}
+	subject = fmt.Sprintf("[baton] %s %s on %s (tick %s)", n.Job, what, n.Host, n.Tick)
+	var b strings.Builder
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, "%-13s %s\n", k+":", v)
+		}
+	}
+	row("Job", n.Job)
+	row("Tick", n.Tick)
+	row("Outcome", string(n.Outcome))
+	if n.Kind == baton.NotifyRecovered {
+		row("Recovered", fmt.Sprintf("after %d failures in a row", n.ConsecutiveFailures))
+	} else if n.ConsecutiveFailures > 1 {
+		row("Failures", fmt.Sprintf("%d in a row", n.ConsecutiveFailures))
+	}
+	if n.ExitCode != nil {
+		row("Exit code", fmt.Sprint(*n.ExitCode))
+	}
+	row("Attempt", fmt.Sprint(n.Attempt))
+	row("Host", n.Host)
+	row("Duration", fmt.Sprintf("%.3fs", n.DurationSeconds))
+	row("Reason", n.Reason)
+	row("Link", n.Link)
+	if n.OutputTail != "" {
+		b.WriteString("\nOutput (the end):\n")
+		b.WriteString(n.OutputTail)
+		if !strings.HasSuffix(n.OutputTail, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return oneLine(subject), b.String()
 }
 
-// withoutNotify is env without the protocol's variables: a job that ran
-// systemd-notify would otherwise speak for the daemon.
-func withoutNotify(env []string) []string {
-	return slices.DeleteFunc(env, func(kv string) bool {
-		name, _, _ := strings.Cut(kv, "=")
-		return slices.Contains(sdnotify.Environment, name)
-	})
+// oneLine keeps s to one line, for a header.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+func (c *NotifyCommand) mail(ctx context.Context, key, subject, body string) error {
+	from := c.from
+	if from == "" {
+		host, _ := os.Hostname()
+		from = "baton@" + cmpOr(host, "localhost")
+	}
+	sum := sha256.Sum256([]byte(key))
+	var msg bytes.Buffer
+	fmt.Fprintf(&msg, "To: %s\r\n", strings.Join(c.to, ", "))
+	fmt.Fprintf(&msg, "From: %s\r\n", from)
+	fmt.Fprintf(&msg, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", subject))
+	fmt.Fprintf(&msg, "Date: %s\r\n", time.Now().Format(time.RFC1123Z))
+	// The same notification delivered twice has one Message-ID, so mail
+	// clients show it once.
+	fmt.Fprintf(&msg, "Message-ID: <%s@baton>\r\n", hex.EncodeToString(sum[:16]))
+	msg.WriteString("Auto-Submitted: auto-generated\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n")
+	fmt.Fprintf(&msg, "X-Baton-Key: %s\r\n\r\n", oneLine(key))
+	msg.WriteString(strings.ReplaceAll(body, "\n", "\r\n"))
+	cmd := exec.CommandContext(ctx, c.sendmail[0], c.sendmail[1:]...)
+	cmd.Stdin = &msg
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(c.env.Stderr, "baton notify: %s: %v %s\n", strings.Join(c.sendmail, " "), err, strings.TrimSpace(stderr.String()))
+		return ExitError{Code: exitTempFail}
+	}
+	return nil
+}
+
+func (c *NotifyCommand) slack(ctx context.Context, subject, body string) error {
+	b, err := os.ReadFile(c.urlFile)
+	if err != nil {
+		return baton.Invalid("--url-file", "%v", err)
+	}
+	url := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
+		return baton.Invalid("--url-file", "%s does not hold an http:// or https:// URL", c.urlFile)
+	}
+	msg, _ := json.Marshal(map[string]string{"text": "*" + subject + "*\n```\n" + body + "```"})
+	req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodPost, url, bytes.NewReader(msg))
+	if err != nil {
+		return baton.Invalid("--url-file", "%s: %v", c.urlFile, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := nethttp.DefaultClient.Do(req)
+	if err != nil {
+		// The error names the URL; the URL is the secret.
+		fmt.Fprintf(c.env.Stderr, "baton notify: posting to the webhook in %s failed\n", c.urlFile)
+		return ExitError{Code: exitTempFail}
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode < 300:
+		return nil
+	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != nethttp.StatusTooManyRequests:
+		fmt.Fprintf(c.env.Stderr, "baton notify: the webhook in %s answered %s; retrying cannot help\n", c.urlFile, resp.Status)
+		return ExitError{Code: 65}
+	}
+	fmt.Fprintf(c.env.Stderr, "baton notify: the webhook in %s answered %s\n", c.urlFile, resp.Status)
+	return ExitError{Code: exitTempFail}
+}
+
+// exitTempFail (EX_TEMPFAIL) asks an exec sink's relay to retry.
+const exitTempFail = 75
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"net"
 	nethttp "net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -139,3 +143,70 @@ func startHandler(t *testing.T, h nethttp.Handler) string {
 }
 
 func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// Mail, as cron's MAILTO sent it: an exec sink runs baton notify mail,
+// whose sendmail here appends each message to a file. Each failure's
+// message arrives once, with its subject, recipients and output.
+func TestNotifyMail(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	dir := t.TempDir()
+	mbox := filepath.Join(dir, "mbox")
+	sendmail := filepath.Join(dir, "sendmail")
+	if err := os.WriteFile(sendmail, []byte("#!/bin/sh\n{ echo \"From baton $*\"; cat; echo; } >> "+mbox+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	config := writeJobFile(t, fmt.Sprintf(`
+notify:
+  sink: "exec:%s notify mail --to ops@example.com --to oncall@example.com --from baton@ci -- %s -t -i"
+jobs:
+  - name: backup
+    schedule: "* * * * * *"
+    command: "echo disk full; exit 2"
+`, batonBin, sendmail))
+	d := s.startDaemon(t, "mail", config, "--relay-min-backoff", "100ms")
+	s.waitDone(t, "backup", 2, 30*time.Second, func(tr tickRow) bool { return tr.Outcome == baton.OutcomeFailed })
+	if code := d.stop(t); code != 0 {
+		t.Fatalf("daemon drain: exit %d", code)
+	}
+	if r := s.run(t, "relay", "--sink", "exec:"+batonBin+" notify mail --to ops@example.com -- "+sendmail+" -t -i", "--topics", "baton.notify", "--until-idle"); r.code != 0 {
+		t.Fatalf("baton relay --until-idle: exit %d: %s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(mbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mail := string(b)
+	var failed []tickRow
+	for _, tr := range s.ticks(t, "backup") {
+		if tr.State == baton.TickDone && tr.Outcome == baton.OutcomeFailed {
+			failed = append(failed, tr)
+		}
+	}
+	if got := strings.Count(mail, "From baton -t -i"); got != len(failed) {
+		t.Errorf("%d messages for %d failed ticks:\n%s", got, len(failed), mail)
+	}
+	for _, tr := range failed {
+		subject := "Subject: [baton] backup failed on "
+		if !strings.Contains(mail, "(tick "+baton.FormatTick(tr.At)+")") {
+			t.Errorf("no message for tick %s", baton.FormatTick(tr.At))
+		}
+		for _, want := range []string{"To: ops@example.com, oncall@example.com\r\n", "From: baton@ci\r\n", subject,
+			"Auto-Submitted: auto-generated\r\n", "Exit code:    2\r\n", "disk full\r\n"} {
+			if !strings.Contains(mail, want) {
+				t.Errorf("the mail lacks %q:\n%s", want, mail)
+				break
+			}
+		}
+	}
+	// Not a notification: dead at once (65), never retried.
+	junk := exec.Command(batonBin, "notify", "mail", "--to", "a@b", "--", sendmail)
+	junk.Stdin = strings.NewReader("not json")
+	var stderr strings.Builder
+	junk.Stderr = &stderr
+	junk.Run()
+	r := result{code: junk.ProcessState.ExitCode(), stderr: stderr.String()}
+	if r.code != 65 || !strings.Contains(r.stderr, "not a run notification") {
+		t.Errorf("notify mail of junk: exit %d %s, want 65", r.code, r.stderr)
+	}
+}

@@ -3,6 +3,7 @@ package runcmd
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -15,13 +16,35 @@ func ParseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" && (n < 2 || !wantsValue(fs, args[n-2])) {
+			// "--" ends the flags: what follows is positional, even
+			// what looks like a flag (a command's own arguments).
+			return append(pos, rest...), nil
+		}
+		args = rest
 		if len(args) == 0 {
 			return pos, nil
 		}
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// wantsValue says whether arg is a flag of fs that takes its value from
+// the next argument (not a boolean flag, and no "=" of its own).
+func wantsValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return !ok || !b.IsBoolFlag()
 }
 
 // durationValue is a flag.Value for durations with an error that says what
