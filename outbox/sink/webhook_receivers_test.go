@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -409,5 +410,42 @@ func TestWebhookMutualTLS(t *testing.T) {
 	}
 	if _, err := Open(srv.URL, Options{Webhook: WebhookOptions{CAFile: p.keyFile}}); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
 		t.Errorf("a CA file with no certificate: %v", err)
+	}
+}
+
+// The shell check of webhook-signature in docs/SINKS.md, run as it is
+// written there, accepts what the sink signs and refuses a wrong secret.
+func TestWebhookSignatureShellCheckInDocs(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl here:", err)
+	}
+	doc, err := os.ReadFile("../../docs/SINKS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "```sh\n# verify a webhook-signature\n"
+	_, script, ok := strings.Cut(string(doc), open)
+	script, _, ok2 := strings.Cut(script, "```")
+	if !ok || !ok2 {
+		t.Fatalf("docs/SINKS.md has no block starting %q", open)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "body.json"), []byte(testBody), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := SigningKey([]byte(vectorSecret))
+	now := time.Now()
+	sig := "v1,bm90IHRoaXMgb25lIGJ1dCBhIHJvdGF0ZWQgc2VjcmV0Lg== " + SignWebhook(key, "order-7/created", now, []byte(testBody))
+	for _, tc := range []struct {
+		secret, want string
+	}{{vectorSecret, "valid\n"}, {"whsec_" + base64.StdEncoding.EncodeToString([]byte("another")), ""}} {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SECRET="+tc.secret, "id=order-7/created", "ts="+strconv.FormatInt(now.Unix(), 10), "sig="+sig)
+		out, _ := cmd.CombinedOutput()
+		if string(out) != tc.want {
+			t.Errorf("secret %q: the check says %q, want %q", tc.secret, out, tc.want)
+		}
 	}
 }
