@@ -2,11 +2,15 @@ package http_test
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"os/exec"
 	"strings"
 	"testing"
 
 	batonhttp "github.com/batonhq/baton/http"
+	"github.com/batonhq/baton/outbox"
+	"github.com/batonhq/baton/outbox/sink"
 )
 
 // A bare key (as Stripe's SDKs and most clients send it) is taken, and is
@@ -115,4 +119,26 @@ func TestParseIdempotencyKeyOrBare(t *testing.T) {
 	if _, err := batonhttp.ParseIdempotencyKey(`5f1c`); err == nil {
 		t.Error("ParseIdempotencyKey takes a bare key: it is the draft's form alone")
 	}
+}
+
+// baton's webhook sink delivers one event with the key quoted, then bare
+// (--idempotency-key-format): the middleware finds one key, and the
+// handler runs once.
+func TestIdempotencyWebhookKeyFormats(t *testing.T) {
+	receivers(t, nil, func(t *testing.T, rc *receiver, dialect string) {
+		e := &outbox.Event{ID: 7, Topic: "orders.created", Key: "order-7/created", Payload: []byte(`{"order":7}`), Attempt: 1}
+		for _, format := range []string{sink.KeyQuoted, sink.KeyBare, sink.KeyQuoted} {
+			s, err := sink.Open(rc.srv.URL+"/orders", sink.Options{Webhook: sink.WebhookOptions{IdempotencyKeyFormat: format}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Deliver(context.Background(), e); err != nil {
+				t.Errorf("%s: %v", format, err)
+			}
+			s.(io.Closer).Close()
+		}
+		if n := rc.calls.Load(); n != 1 {
+			t.Errorf("the handler ran %d times for one event sent three times, want 1", n)
+		}
+	})
 }
