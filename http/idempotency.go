@@ -33,8 +33,9 @@ const (
 	problemDoc = "https://pkg.go.dev/github.com/batonhq/baton/http#"
 	// ProblemKeyMissing: the route requires an Idempotency-Key (400).
 	ProblemKeyMissing = problemDoc + "ProblemKeyMissing"
-	// ProblemKeyInvalid: the header is not one structured-field string of
-	// at most MaxIdempotencyKeyLen bytes (400).
+	// ProblemKeyInvalid: the header is not one key of at most
+	// MaxIdempotencyKeyLen bytes: a structured-field string, or (unless
+	// Strict) a bare key of printable ASCII without double quotes (400).
 	ProblemKeyInvalid = problemDoc + "ProblemKeyInvalid"
 	// ProblemKeyReused: the key was used before with another request (422).
 	ProblemKeyReused = problemDoc + "ProblemKeyReused"
@@ -75,6 +76,10 @@ type Idempotency struct {
 	// it; default 1 MiB.
 	MaxBody int64
 	Policy  idempotency.Policy
+	// Strict takes the draft's form alone: a key must be a structured-field
+	// string ("5f1c"), and a bare one (5f1c) answers 400. By default both
+	// are taken, and name the same key: most clients send keys bare.
+	Strict bool
 	// Log gets the errors answered with a 5xx; default slog.Default().
 	Log *slog.Logger
 }
@@ -117,7 +122,19 @@ func (m *Idempotency) Wrap(next nethttp.Handler) nethttp.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, err := ParseIdempotencyKey(strings.Join(values, ", "))
+		parse := ParseIdempotencyKeyOrBare
+		if m.Strict {
+			parse = ParseIdempotencyKey
+		}
+		var key string
+		var err error
+		if len(values) > 1 && !m.Strict {
+			// A bare key may hold commas: a repeated header cannot be
+			// told from one key by joining its values.
+			err = fmt.Errorf("the Idempotency-Key header is sent %d times; send it once", len(values))
+		} else {
+			key, err = parse(strings.Join(values, ", "))
+		}
 		if err != nil {
 			m.problem(w, r, ProblemKeyInvalid, nethttp.StatusBadRequest, "Invalid Idempotency-Key", err.Error())
 			return
@@ -269,6 +286,35 @@ func ParseIdempotencyKey(v string) (string, error) {
 		}
 	}
 	return "", errors.New("the Idempotency-Key string has no closing double quote")
+}
+
+// ParseIdempotencyKeyOrBare reads an Idempotency-Key header value in
+// either form clients send: a structured-field string, as
+// ParseIdempotencyKey reads it ("5f1c" is the key 5f1c), or a bare key, as
+// Stripe's SDKs and most clients send it (5f1c is the key 5f1c too). A
+// bare key is the whole value less surrounding spaces and tabs, taken as
+// it is (no parameters, no escapes): printable ASCII without double
+// quotes, at most MaxIdempotencyKeyLen bytes, not empty.
+func ParseIdempotencyKeyOrBare(v string) (string, error) {
+	s := strings.Trim(v, " \t")
+	if strings.HasPrefix(s, `"`) {
+		return ParseIdempotencyKey(s)
+	}
+	if s == "" {
+		return "", errors.New("the Idempotency-Key is empty")
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return "", errors.New(`the Idempotency-Key holds a double quote: send the key bare (Idempotency-Key: 5f1c) or as a structured-field string with the quote escaped (Idempotency-Key: "5f\"1c")`)
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("the Idempotency-Key holds byte 0x%02x: a key holds printable ASCII only", c)
+		}
+	}
+	if len(s) > MaxIdempotencyKeyLen {
+		return "", fmt.Errorf("the Idempotency-Key is %d bytes long, the limit is %d", len(s), MaxIdempotencyKeyLen)
+	}
+	return s, nil
 }
 
 // FormatIdempotencyKey writes key as a structured-field string, the form

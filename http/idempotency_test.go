@@ -168,7 +168,7 @@ func problemType(t *testing.T, resp *nethttp.Response, body string) string {
 // One test per rule of draft-ietf-httpapi-idempotency-key-header, named
 // by the draft's section.
 func TestIdempotencyDraftRules(t *testing.T) {
-	receivers(t, func(m *batonhttp.Idempotency) { m.Required = true; m.MaxBody = 1024 }, func(t *testing.T, rc *receiver, dialect string) {
+	receivers(t, func(m *batonhttp.Idempotency) { m.Required = true; m.MaxBody = 1024; m.Strict = true }, func(t *testing.T, rc *receiver, dialect string) {
 		// §2.1 Syntax: the key is a structured-field string.
 		t.Run("2.1 a key that is not an sf-string is refused with 400", func(t *testing.T) {
 			for _, raw := range []string{`abc`, `"unterminated`, `"a", "b"`, `""`, `"bad\q"`, `"` + strings.Repeat("k", 256) + `"`} {

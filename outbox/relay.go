@@ -320,8 +320,13 @@ func (r *Relay) once(ctx context.Context) (int, error) {
 			continue
 		}
 		permanent := IsPermanent(results[i])
+		backoff := r.backoff(e)
+		if d, ok := RetryAfterOf(results[i]); ok {
+			// The receiver's word, within MaxBackoff.
+			backoff = max(backoff, min(d, r.MaxBackoff))
+		}
 		fails = append(fails, failure{id: e.ID, dead: permanent || e.Attempt >= r.MaxAttempts,
-			permanent: permanent, backoff: r.backoff(e), msg: results[i].Error()})
+			permanent: permanent, backoff: backoff, msg: results[i].Error()})
 		failed = append(failed, e)
 	}
 	failErr := r.recordFailures(sctx, token, fails, failed, trustUntil)

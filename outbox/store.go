@@ -15,6 +15,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/sqldialect"
+	"github.com/jackc/pgx/v5"
 )
 
 //go:embed sql
@@ -129,7 +130,15 @@ func DerivedKey(intent, topic, orderingKey string) string {
 //
 // Call Nudge after the commit (Tx does) to wake the relays of this process
 // at once; others wake by LISTEN/NOTIFY (PostgreSQL) or their next poll.
-func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
+//
+// tx is a *sql.Tx on either store, or, on PostgreSQL, a pgx (v5)
+// transaction: a pgx.Tx, as pgx.Conn's and pgxpool.Pool's Begin return it
+// (anything with pgx's QueryRow). Another type is an EINVALID error.
+func (s *Store) Enqueue(ctx context.Context, tx Querier, e *Event) error {
+	row, err := s.rowFunc(tx)
+	if err != nil {
+		return err
+	}
 	if e.Key == "" {
 		intent := baton.IntentKey(ctx)
 		if intent == "" {
@@ -148,10 +157,10 @@ func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
 	if e.OrderingKey != "" {
 		orderingKey = e.OrderingKey
 	}
-	err := tx.QueryRowContext(ctx, s.query("enqueue"), e.Topic, e.Key, string(e.Payload), orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&e.ID)
+	err = row(ctx, s.query("enqueue"), e.Topic, e.Key, string(e.Payload), orderingKey, string(headers), s.ts(e.NotBefore)).Scan(&e.ID)
 	if s.dialect == SQLite && errors.Is(err, sql.ErrNoRows) { // the key is there already
 		var topic, ok, payload string
-		err = tx.QueryRowContext(ctx, s.query("lookup_key"), e.Key).Scan(&e.ID, &topic, &ok, &payload)
+		err = row(ctx, s.query("lookup_key"), e.Key).Scan(&e.ID, &topic, &ok, &payload)
 		if err == nil && (topic != e.Topic || ok != e.OrderingKey || !sameJSON([]byte(payload), e.Payload)) {
 			return keyReused(e.Key)
 		}
@@ -163,6 +172,41 @@ func (s *Store) Enqueue(ctx context.Context, tx *sql.Tx, e *Event) error {
 		return baton.Wrap(baton.EINVALID, err, "enqueueing %s", e.Topic)
 	}
 	return s.translate(err, "enqueueing "+e.Topic)
+}
+
+// Querier is the transaction Enqueue writes in: a *sql.Tx, or on
+// PostgreSQL a pgx.Tx (github.com/jackc/pgx/v5), so that pgx users enqueue
+// in their own transactions without database/sql.
+type Querier interface{}
+
+// pgxQuerier is what Enqueue needs of a pgx transaction.
+type pgxQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+// rowFunc returns tx's one-row query, or an EINVALID error for a tx that
+// is neither kind.
+func (s *Store) rowFunc(tx Querier) (func(ctx context.Context, q string, args ...any) rowScanner, error) {
+	switch tx := tx.(type) {
+	case *sql.Tx:
+		if tx == nil {
+			break
+		}
+		return func(ctx context.Context, q string, args ...any) rowScanner {
+			return tx.QueryRowContext(ctx, q, args...)
+		}, nil
+	case pgxQuerier:
+		if tx == nil {
+			break
+		}
+		if s.dialect != Postgres {
+			return nil, baton.Invalid("tx", "a pgx transaction (%T) on a %s outbox: pgx speaks to PostgreSQL only", tx, s.dialect)
+		}
+		return func(ctx context.Context, q string, args ...any) rowScanner { return tx.QueryRow(ctx, q, args...) }, nil
+	}
+	return nil, baton.Invalid("tx", "is %T: want a *sql.Tx or a pgx.Tx", tx)
 }
 
 func keyReused(key string) error {

@@ -35,7 +35,9 @@ while other keys keep flowing.
 Sinks (--sink):
   http://HOST[:PORT]/PATH, https://…   POST the event as JSON, with
                                        Idempotency-Key and, with a secret,
-                                       Baton-Signature (HMAC-SHA256)
+                                       Standard Webhooks signature headers
+                                       (webhook-id, webhook-timestamp,
+                                       webhook-signature)
   nats://HOST[:PORT][?subject_prefix=P.&stream=NAME]
                                        publish to JetStream, Nats-Msg-Id = key;
                                        TLS, creds and NKeys: &tls_ca=FILE,
@@ -88,13 +90,15 @@ type relayFlags struct {
 	poll        time.Duration
 	listen      bool
 	maxPayload  int
+	keyFormat   string
+	tls         sink.WebhookOptions // CA and client certificate files
 }
 
 // register adds the relay's flags, their names prefixed (daemon: "relay-").
 func (f *relayFlags) register(fs *flagSet, prefix string) {
 	fs.StringVar(&f.sink, prefix+"sink", "", "where events go: `SPEC` (http://…, https://…, nats://…, exec:COMMAND, noop:)")
 	fs.StringVar(&f.topics, prefix+"topics", "", "comma-separated `TOPICS` this relay delivers (default: all)")
-	fs.StringVar(&f.secretFile, prefix+"secret-file", "", "`FILE` holding the webhook signing secret (default $BATON_SINK_SECRET)")
+	fs.StringVar(&f.secretFile, prefix+"secret-file", "", "`FILE` holding the webhook signing secret: whsec_BASE64 as Standard Webhooks libraries take it, or any other bytes (default $BATON_SINK_SECRET)")
 	durationFlag(fs, &f.timeout, prefix+"timeout", 10*time.Second, "bound on one delivery")
 	fs.IntVar(&f.batch, prefix+"batch", 500, "most events claimed at once")
 	fs.IntVar(&f.parallel, prefix+"parallel", 32, "most deliveries at once per round")
@@ -106,6 +110,10 @@ func (f *relayFlags) register(fs *flagSet, prefix string) {
 	durationFlag(fs, &f.retention, prefix+"retention", 24*time.Hour, "keep delivered and skipped events this long (0: remove at once)")
 	durationFlag(fs, &f.poll, prefix+"poll", time.Second, "longest wait between looks for events when idle")
 	fs.BoolVar(&f.listen, prefix+"listen", true, "PostgreSQL: wake on LISTEN/NOTIFY as well as polling")
+	fs.StringVar(&f.keyFormat, prefix+"idempotency-key-format", "quoted", "webhook Idempotency-Key header `FORMAT`: quoted (a structured-field string, \"KEY\") or bare (KEY, for receivers that compare it as an opaque string)")
+	fs.StringVar(&f.tls.CAFile, prefix+"sink-ca-file", "", "https webhook: `FILE` of PEM CA certificates to trust instead of the system's")
+	fs.StringVar(&f.tls.CertFile, prefix+"sink-cert-file", "", "https webhook: PEM client certificate `FILE` to present (mutual TLS; with --"+prefix+"sink-key-file)")
+	fs.StringVar(&f.tls.KeyFile, prefix+"sink-key-file", "", "https webhook: PEM private key `FILE` of --"+prefix+"sink-cert-file")
 }
 
 // relay builds the relay the flags describe; the caller sets the store.
@@ -154,11 +162,21 @@ func (f *relayFlags) relay(env *Env, prefix string) (*outbox.Relay, error) {
 	case f.poll < 10*time.Millisecond:
 		return nil, baton.Invalid("--"+prefix+"poll", "must be at least 10ms, got %s", f.poll)
 	}
-	s, err := sink.Open(f.sink, sink.Options{Secret: secret, Timeout: f.timeout})
+	wo := f.tls
+	wo.IdempotencyKeyFormat = f.keyFormat
+	if kind, _, _ := strings.Cut(strings.ToLower(f.sink), ":"); kind != "http" && kind != "https" {
+		switch {
+		case wo.CAFile != "" || wo.CertFile != "" || wo.KeyFile != "":
+			return nil, baton.Invalid("--"+prefix+"sink-ca-file", "the CA and client certificate files are for https:// webhook sinks, and --%ssink is %s:", prefix, kind)
+		case f.keyFormat != "quoted":
+			return nil, baton.Invalid("--"+prefix+"idempotency-key-format", "is for webhook sinks, and --%ssink is %s:", prefix, kind)
+		}
+	}
+	s, err := sink.Open(f.sink, sink.Options{Secret: secret, Timeout: f.timeout, Webhook: wo})
 	if err != nil {
 		if prefix != "" {
-			if be, ok := err.(*baton.Error); ok && be.Field == "--sink" {
-				be.Field = "--" + prefix + "sink"
+			if be, ok := err.(*baton.Error); ok && strings.HasPrefix(be.Field, "--") {
+				be.Field = "--" + prefix + be.Field[2:]
 			}
 		}
 		return nil, err

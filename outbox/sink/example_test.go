@@ -13,16 +13,18 @@ import (
 )
 
 // A receiver checks the signature over the raw body before decoding it,
-// then deduplicates by the Idempotency-Key header.
+// then deduplicates by the webhook-id (or Idempotency-Key) header. The
+// headers are Standard Webhooks', so receivers in other languages use its
+// libraries with the same secret.
 func ExampleVerifySignature() {
-	secret := []byte("whsec-from-your-config")
+	secret := []byte("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") // the relay's --secret-file
 	handler := func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "cannot read the body", http.StatusBadRequest)
 			return
 		}
-		err = sink.VerifySignature(secret, r.Header.Get(sink.SignatureHeader), body, time.Now(), 5*time.Minute)
+		err = sink.VerifySignature(secret, r.Header, body, time.Now(), 5*time.Minute)
 		if err != nil {
 			// A 4xx makes the event dead at once: right for a forged request,
 			// but a wrong secret in the relay's config then kills every event.
@@ -34,22 +36,27 @@ func ExampleVerifySignature() {
 			http.Error(w, "not an event", http.StatusBadRequest)
 			return
 		}
-		// Store r.Header.Get("Idempotency-Key") with the business write, in
-		// one transaction; answer 2xx when the key was seen already.
+		// Store r.Header.Get("webhook-id") (the event's key) with the
+		// business write, in one transaction; answer 2xx when it was seen.
 		w.WriteHeader(http.StatusNoContent)
 	}
 	_ = handler
 
-	// What the relay sends, and what the receiver checks:
-	body := []byte(`{"id":1,"topic":"orders.created","key":"order-7","payload":{},"attempt":1}`)
-	at := time.Unix(1700000000, 0)
-	header := sink.Sign(secret, at, body)
-	fmt.Println(header)
-	fmt.Println(sink.VerifySignature(secret, header, body, at.Add(time.Minute), 5*time.Minute))
-	fmt.Println(sink.VerifySignature([]byte("another"), header, body, at, 5*time.Minute))
-	fmt.Println(sink.VerifySignature(secret, header, body, at.Add(time.Hour), 5*time.Minute))
+	// What the relay sends (the specification's test vector), and what
+	// the receiver checks:
+	body := []byte(`{"test": 2432232314}`)
+	at := time.Unix(1614265330, 0)
+	key, _ := sink.SigningKey(secret)
+	h := http.Header{}
+	h.Set(sink.WebhookIDHeader, "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set(sink.WebhookTimestampHeader, "1614265330")
+	h.Set(sink.WebhookSignatureHeader, sink.SignWebhook(key, "msg_p5jXN8AQM9LWM0D4loKWxJek", at, body))
+	fmt.Println(h.Get(sink.WebhookSignatureHeader))
+	fmt.Println(sink.VerifySignature(secret, h, body, at.Add(time.Minute), 5*time.Minute))
+	fmt.Println(sink.VerifySignature([]byte("another"), h, body, at, 5*time.Minute))
+	fmt.Println(sink.VerifySignature(secret, h, body, at.Add(time.Hour), 5*time.Minute))
 	// Output:
-	// t=1700000000,v1=75d83bbd410785ed734d59a49ca80de1f07b63e041984d9c47b4939b3f88c9f8
+	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
 	// <nil>
 	// signature does not match
 	// signature timestamp is outside the tolerance: signed 1h0m0s from now, tolerance 5m0s

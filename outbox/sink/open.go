@@ -18,8 +18,10 @@ const DefaultTimeout = 10 * time.Second
 
 // Options configure the sinks that Open makes.
 type Options struct {
-	// Secret signs webhook requests (the Baton-Signature header); nil or
-	// empty sends none. The other sinks do not use it.
+	// Secret signs webhook requests (Standard Webhooks' webhook-signature,
+	// and the earlier Baton-Signature); nil or empty sends none. A secret
+	// "whsec_<base64>" is the key the base64 decodes to (SigningKey). The
+	// other sinks do not use it.
 	Secret []byte
 	// Timeout bounds one delivery: a webhook's request and response, a NATS
 	// connection attempt and publish ack, an exec command's run. Zero or
@@ -29,6 +31,8 @@ type Options struct {
 	// The sink uses a copy whose redirect policy is "never follow", so a
 	// 3xx is an answer, not a hop.
 	Client *http.Client
+	// Webhook holds what only the webhook sink uses.
+	Webhook WebhookOptions
 }
 
 func (o Options) timeout() time.Duration {

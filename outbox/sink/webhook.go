@@ -3,10 +3,13 @@ package sink
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -27,12 +30,42 @@ const (
 	drainLen   = 64 << 10
 )
 
+// How a webhook sends the event's key in its Idempotency-Key header
+// (WebhookOptions.IdempotencyKeyFormat, the relay's
+// --idempotency-key-format).
+const (
+	// KeyQuoted sends a structured-field string, "order-7/created", as
+	// the IETF draft and baton's http.Idempotency want it (the default).
+	KeyQuoted = "quoted"
+	// KeyBare sends the key as it is, order-7/created, for receivers
+	// that compare the header as an opaque string.
+	KeyBare = "bare"
+)
+
+// maxRetryAfterWaits bounds how often one delivery waits for a
+// Retry-After and asks again before it gives the event back.
+const maxRetryAfterWaits = 3
+
+// WebhookOptions configure what only the webhook sink does.
+type WebhookOptions struct {
+	// IdempotencyKeyFormat is KeyQuoted ("" means it) or KeyBare.
+	IdempotencyKeyFormat string
+	// CAFile names a PEM file of the CAs that an https receiver's
+	// certificate must chain to, instead of the system's.
+	CAFile string
+	// CertFile and KeyFile name a PEM client certificate and its key,
+	// presented to receivers that ask for one (mutual TLS). Both or neither.
+	CertFile, KeyFile string
+}
+
 // Webhook POSTs each event's envelope to a URL. Make one with Open.
 type Webhook struct {
 	url      *url.URL // as given, with its password
 	perTopic bool     // the path holds TopicPlaceholder
 	shown    string   // the URL without secrets
-	secret   []byte
+	secret   []byte   // as given: Baton-Signature's key
+	key      []byte   // SigningKey(secret): webhook-signature's key
+	bareKey  bool     // Idempotency-Key sent bare
 	timeout  time.Duration
 	client   *http.Client
 }
@@ -43,6 +76,18 @@ func newWebhook(spec string, o Options) (*Webhook, error) {
 		return nil, baton.Invalid("--sink", "%q is not a URL: %v", redactSpec(spec), urlError(err))
 	}
 	w := &Webhook{url: u, secret: bytes.Clone(o.Secret), timeout: o.timeout()}
+	if len(w.secret) > 0 {
+		if w.key, err = SigningKey(w.secret); err != nil {
+			return nil, baton.Invalid("--secret-file", "%v", err)
+		}
+	}
+	switch o.Webhook.IdempotencyKeyFormat {
+	case "", KeyQuoted:
+	case KeyBare:
+		w.bareKey = true
+	default:
+		return nil, baton.Invalid("--idempotency-key-format", "%q is neither %s nor %s", o.Webhook.IdempotencyKeyFormat, KeyQuoted, KeyBare)
+	}
 	w.shown = redactURL(u)
 	if u.Hostname() == "" {
 		return nil, baton.Invalid("--sink", "%q has no host: want %s://HOST[:PORT]/PATH", w.shown, u.Scheme)
@@ -56,8 +101,15 @@ func newWebhook(spec string, o Options) (*Webhook, error) {
 	w.perTopic = strings.Contains(u.Path, TopicPlaceholder)
 	u.Fragment, u.RawFragment = "", ""
 
+	tlsConfig, err := o.Webhook.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
 	var c http.Client
 	if o.Client != nil {
+		if tlsConfig != nil {
+			return nil, baton.Invalid("--sink-ca-file", "a CA or client certificate needs the sink's own HTTP client, and Options.Client is set")
+		}
 		c = *o.Client
 	} else {
 		t, ok := http.DefaultTransport.(*http.Transport)
@@ -68,11 +120,46 @@ func newWebhook(spec string, o Options) (*Webhook, error) {
 		// The relay delivers in parallel, mostly to one host: keep enough
 		// idle connections for that instead of net/http's 2.
 		t.MaxIdleConnsPerHost = 32
+		if tlsConfig != nil {
+			t.TLSClientConfig = tlsConfig
+		}
 		c.Transport = t
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	w.client = &c
 	return w, nil
+}
+
+// tlsConfig is the TLS configuration the files make, or nil when none is
+// named (the system's CAs, no client certificate).
+func (o WebhookOptions) tlsConfig() (*tls.Config, error) {
+	if o.CAFile == "" && o.CertFile == "" && o.KeyFile == "" {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, baton.Invalid("--sink-ca-file", "%v", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, baton.Invalid("--sink-ca-file", "%s holds no PEM certificate", o.CAFile)
+		}
+	}
+	switch {
+	case o.CertFile == "" && o.KeyFile != "":
+		return nil, baton.Invalid("--sink-cert-file", "missing: --sink-key-file %s needs its certificate", o.KeyFile)
+	case o.CertFile != "" && o.KeyFile == "":
+		return nil, baton.Invalid("--sink-key-file", "missing: --sink-cert-file %s needs its private key", o.CertFile)
+	case o.CertFile != "":
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, baton.Invalid("--sink-cert-file", "%s with key %s: %v", o.CertFile, o.KeyFile, err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
 }
 
 // redactURL shows u with its password and every query value replaced, since
@@ -106,17 +193,25 @@ func (w *Webhook) Close() error {
 
 // Deliver POSTs e's envelope and classifies the answer: 2xx delivered; 4xx
 // but 408, 409 and 429 permanent; anything else (3xx, 5xx, 408, 409, 429,
-// no answer within the timeout, a network error) worth a retry.
+// no answer within the timeout, a network error) worth a retry. A 429 or
+// 503 with a Retry-After is asked again after that wait when the wait and
+// one more timeout fit before ctx's deadline (the relay's claim: half its
+// TTL); otherwise the error carries the wait (outbox.RetryAfter), and the
+// relay tries the event no earlier.
 func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 	body, err := marshalEnvelope(e)
 	if err != nil {
 		return err
 	}
-	// The key goes as a structured-field string, as the Idempotency-Key
-	// draft and baton's own receiver (http.Idempotent) want it.
+	// The key goes as a structured-field string by default, as the
+	// Idempotency-Key draft and baton's own receiver (http.Idempotency)
+	// want it; it must be one either way, so both formats send the same keys.
 	idemKey, err := batonhttp.FormatIdempotencyKey(e.Key)
 	if err != nil {
 		return outbox.Permanent(fmt.Errorf("POST %s: %s: its key cannot be an Idempotency-Key header: %w", w, e, err))
+	}
+	if w.bareKey {
+		idemKey = e.Key
 	}
 	target := w.url
 	if w.perTopic {
@@ -125,11 +220,33 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 		u.RawPath = ""
 		target = &u
 	}
+	for waits := 0; ; waits++ {
+		wait, err := w.post(ctx, target, e, idemKey, body)
+		if err == nil || wait < 0 {
+			return err
+		}
+		deadline, ok := ctx.Deadline()
+		if waits == maxRetryAfterWaits || (ok && time.Now().Add(wait+w.timeout).After(deadline)) {
+			return outbox.RetryAfter(err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return outbox.RetryAfter(err, wait)
+		case <-t.C:
+		}
+	}
+}
+
+// post sends one request. On a 429 or 503 with a valid Retry-After, wait
+// is how long the receiver asks to wait; otherwise -1.
+func (w *Webhook) post(ctx context.Context, target *url.URL, e *outbox.Event, idemKey string, body []byte) (wait time.Duration, err error) {
 	reqCtx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, target.String(), bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("POST %s: %w", w, urlError(err))
+		return -1, fmt.Errorf("POST %s: %w", w, urlError(err))
 	}
 	h := req.Header
 	h.Set("Content-Type", "application/json")
@@ -139,7 +256,11 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 	h.Set("Baton-Topic", e.Topic)
 	h.Set("Baton-Attempt", strconv.Itoa(e.Attempt))
 	if len(w.secret) > 0 {
-		h.Set(SignatureHeader, Sign(w.secret, time.Now(), body))
+		now := time.Now()
+		h.Set(WebhookIDHeader, e.Key)
+		h.Set(WebhookTimestampHeader, strconv.FormatInt(now.Unix(), 10))
+		h.Set(WebhookSignatureHeader, SignWebhook(w.key, e.Key, now, body))
+		h.Set(SignatureHeader, Sign(w.secret, now, body))
 	}
 
 	resp, err := w.client.Do(req)
@@ -147,11 +268,11 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 		err = urlError(err)
 		switch {
 		case ctx.Err() != nil:
-			return fmt.Errorf("POST %s: %w", w, ctx.Err())
+			return -1, fmt.Errorf("POST %s: %w", w, ctx.Err())
 		case reqCtx.Err() != nil:
-			return fmt.Errorf("POST %s: no answer within %s (the receiver may have the event: it is sent again with the same key)", w, w.timeout)
+			return -1, fmt.Errorf("POST %s: no answer within %s (the receiver may have the event: it is sent again with the same key)", w, w.timeout)
 		}
-		return fmt.Errorf("POST %s: %w", w, err)
+		return -1, fmt.Errorf("POST %s: %w", w, err)
 	}
 	snippet := readSnippet(resp.Body)
 	resp.Body.Close()
@@ -159,17 +280,40 @@ func (w *Webhook) Deliver(ctx context.Context, e *outbox.Event) error {
 	code := resp.StatusCode
 	switch {
 	case code >= 200 && code <= 299:
-		return nil
+		return -1, nil
 	case code >= 300 && code <= 399:
 		loc := resp.Header.Get("Location")
-		return fmt.Errorf("POST %s: %s: redirect to %q not followed (point --sink at the final URL)", w, resp.Status, truncate(loc, snippetLen))
+		return -1, fmt.Errorf("POST %s: %s: redirect to %q not followed (point --sink at the final URL)", w, resp.Status, truncate(loc, snippetLen))
 	case code >= 400 && code <= 499 && code != http.StatusRequestTimeout && code != http.StatusConflict && code != http.StatusTooManyRequests:
-		return outbox.Permanent(fmt.Errorf("POST %s: %s%s", w, resp.Status, snippet))
+		return -1, outbox.Permanent(fmt.Errorf("POST %s: %s%s", w, resp.Status, snippet))
 	}
+	wait = -1
 	if ra := resp.Header.Get("Retry-After"); ra != "" {
 		snippet = " (Retry-After: " + truncate(ra, 40) + ")" + snippet
+		if code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			if d, ok := parseRetryAfter(ra, time.Now()); ok {
+				wait = d
+			}
+		}
 	}
-	return fmt.Errorf("POST %s: %s%s", w, resp.Status, snippet)
+	return wait, fmt.Errorf("POST %s: %s%s", w, resp.Status, snippet)
+}
+
+// parseRetryAfter reads a Retry-After value (RFC 9110 §10.2.3): delay
+// seconds, or an HTTP date, which is a wait from now (none if past).
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if n, err := strconv.ParseUint(v, 10, 63); err == nil {
+		if n > uint64(24*time.Hour/time.Second) {
+			n = uint64(24 * time.Hour / time.Second)
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
 }
 
 // readSnippet reads at most drainLen bytes of a response body and returns

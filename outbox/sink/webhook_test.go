@@ -184,22 +184,32 @@ func TestWebhookRequest(t *testing.T) {
 		}
 	}
 
+	// The Standard Webhooks headers, and the earlier Baton-Signature.
+	if err := VerifySignature(secret, r.header, r.body, r.at, time.Minute); err != nil {
+		t.Errorf("webhook-signature %q does not verify: %v", r.header.Get(WebhookSignatureHeader), err)
+	}
+	if err := VerifySignature([]byte("wrong"), r.header, r.body, r.at, time.Minute); !errors.Is(err, ErrSignatureMismatch) {
+		t.Errorf("webhook-signature verifies with a wrong secret: %v", err)
+	}
+	if id := r.header.Get(WebhookIDHeader); id != e.Key {
+		t.Errorf("webhook-id %q, want the event's key %q", id, e.Key)
+	}
 	sig := r.header.Get(SignatureHeader)
-	if err := VerifySignature(secret, sig, r.body, r.at, time.Minute); err != nil {
+	if err := VerifyBatonSignature(secret, sig, r.body, r.at, time.Minute); err != nil {
 		t.Errorf("signature %q does not verify: %v", sig, err)
 	}
-	if err := VerifySignature([]byte("wrong"), sig, r.body, r.at, time.Minute); !errors.Is(err, ErrSignatureMismatch) {
+	if err := VerifyBatonSignature([]byte("wrong"), sig, r.body, r.at, time.Minute); !errors.Is(err, ErrSignatureMismatch) {
 		t.Errorf("signature verifies with a wrong secret: %v", err)
 	}
 	tampered := append([]byte(nil), r.body...)
 	tampered[len(tampered)-2] ^= 1
-	if err := VerifySignature(secret, sig, tampered, r.at, time.Minute); !errors.Is(err, ErrSignatureMismatch) {
+	if err := VerifyBatonSignature(secret, sig, tampered, r.at, time.Minute); !errors.Is(err, ErrSignatureMismatch) {
 		t.Errorf("signature verifies over a changed body: %v", err)
 	}
-	if err := VerifySignature(secret, sig, r.body, r.at.Add(10*time.Minute), 5*time.Minute); !errors.Is(err, ErrSignatureStale) {
+	if err := VerifyBatonSignature(secret, sig, r.body, r.at.Add(10*time.Minute), 5*time.Minute); !errors.Is(err, ErrSignatureStale) {
 		t.Errorf("signature verifies 10 minutes later with a 5 minute tolerance: %v", err)
 	}
-	if err := VerifySignature(secret, sig, r.body, r.at.Add(-10*time.Minute), 5*time.Minute); !errors.Is(err, ErrSignatureStale) {
+	if err := VerifyBatonSignature(secret, sig, r.body, r.at.Add(-10*time.Minute), 5*time.Minute); !errors.Is(err, ErrSignatureStale) {
 		t.Errorf("signature verifies 10 minutes before it was made: %v", err)
 	}
 }
@@ -211,23 +221,23 @@ func TestWebhookWithoutSecretSendsNoSignature(t *testing.T) {
 	if err := openWebhook(t, srv.URL, Options{}).Deliver(context.Background(), testEvent()); err != nil {
 		t.Fatal(err)
 	}
-	if h := <-got; h.Get(SignatureHeader) != "" || h.Get("Idempotency-Key") == "" {
+	if h := <-got; h.Get(SignatureHeader) != "" || h.Get(WebhookSignatureHeader) != "" || h.Get("Idempotency-Key") == "" {
 		t.Errorf("headers %v: want an Idempotency-Key and no signature", h)
 	}
 }
 
-func TestVerifySignatureRejectsMalformed(t *testing.T) {
+func TestVerifyBatonSignatureRejectsMalformed(t *testing.T) {
 	t.Parallel()
 	secret := []byte("k")
 	body := []byte(`{"a":1}`)
 	now := time.Unix(1700000000, 0)
 	good := Sign(secret, now, body)
-	if err := VerifySignature(secret, good, body, now, 0); err != nil {
+	if err := VerifyBatonSignature(secret, good, body, now, 0); err != nil {
 		t.Fatalf("Sign's own header %q: %v", good, err)
 	}
 	// A second v1, as during a rotation, is accepted when one matches.
 	rotated := good + ",v1=" + strings.Repeat("ab", 32)
-	if err := VerifySignature(secret, rotated, body, now, 0); err != nil {
+	if err := VerifyBatonSignature(secret, rotated, body, now, 0); err != nil {
 		t.Errorf("%q: %v", rotated, err)
 	}
 	for _, h := range []string{
@@ -240,11 +250,11 @@ func TestVerifySignatureRejectsMalformed(t *testing.T) {
 		"t=1700000000,t=1700000000," + good[len("t=1700000000,"):],
 		"garbage",
 	} {
-		if err := VerifySignature(secret, h, body, now, 0); !errors.Is(err, ErrSignatureMalformed) {
-			t.Errorf("VerifySignature(%q) = %v, want ErrSignatureMalformed", h, err)
+		if err := VerifyBatonSignature(secret, h, body, now, 0); !errors.Is(err, ErrSignatureMalformed) {
+			t.Errorf("VerifyBatonSignature(%q) = %v, want ErrSignatureMalformed", h, err)
 		}
 	}
-	if err := VerifySignature(nil, good, body, now, 0); err == nil {
+	if err := VerifyBatonSignature(nil, good, body, now, 0); err == nil {
 		t.Error("an empty secret verifies")
 	}
 }
