@@ -7,6 +7,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,11 +35,17 @@ func (f *fixture) relayOnce(t *testing.T, s outbox.Sink) {
 	}
 }
 
-// countingSink is sink, counting what it was given by key.
-type countingSink struct{ got map[string]int }
+// countingSink is sink, counting what it was given by key (a relay
+// delivers from several goroutines).
+type countingSink struct {
+	mu  sync.Mutex
+	got map[string]int
+}
 
 func (c *countingSink) Deliver(ctx context.Context, e *outbox.Event) error {
+	c.mu.Lock()
 	c.got[e.Key]++
+	c.mu.Unlock()
 	return sink{}.Deliver(ctx, e)
 }
 
