@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -71,6 +72,7 @@ func (s *Server) outboxPage(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		d.Back += "?key=" + url.QueryEscape(key)
 	}
+	d.Back = keepPause(r, d.Back)
 	if key != "" {
 		d.Events, err = s.cfg.Outbox.ByKey(ctx, key, keyListed)
 	} else {
@@ -128,12 +130,24 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request) {
 	}
 	in.LastError = s.redact(in.LastError)
 	d := &eventData{Now: st.Now, Event: in, Body: body, Shown: body.Payload, Limit: payloadShown,
-		Back: "/outbox/" + strconv.FormatInt(id, 10)}
+		Back: keepPause(r, "/outbox/"+strconv.FormatInt(id, 10))}
 	var buf bytes.Buffer
 	if !body.Truncated && json.Indent(&buf, []byte(body.Payload), "", "  ") == nil {
 		d.Shown = buf.String()
 	}
 	s.render(w, r, http.StatusOK, "event", d)
+}
+
+// keepPause adds ?pause=1 to back when the page r asked for is paused,
+// so that an action taken while reading returns to a page still paused.
+func keepPause(r *http.Request, back string) string {
+	if r.URL.Query().Get("pause") == "" {
+		return back
+	}
+	if strings.Contains(back, "?") {
+		return back + "&pause=1"
+	}
+	return back + "?pause=1"
 }
 
 func eventID(r *http.Request) (int64, error) {

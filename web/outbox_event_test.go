@@ -115,6 +115,13 @@ func TestOutboxEventPageAndSkip(t *testing.T) {
 	if m == nil {
 		t.Fatal("no CSRF field")
 	}
+	// Read paused, an action returns to the page still paused.
+	for _, u := range []string{fmt.Sprintf("/outbox/%d?pause=1", id), "/outbox?pause=1", "/outbox?key=dead-&pause=1"} {
+		want := fmt.Sprintf(`name="back" value="%s"`, strings.ReplaceAll(u, "&", "&amp;"))
+		if r := do(t, browser, "GET", base+u, nil, html); !strings.Contains(r.body, want) {
+			t.Errorf("%s: its buttons do not return to it paused (want %s)", u, want)
+		}
+	}
 	skip := fmt.Sprintf("%s/outbox/%d/skip", base, id)
 	if r := do(t, browser, "POST", skip, url.Values{}, nil); r.status != 403 {
 		t.Errorf("skip without CSRF token: %d", r.status)
