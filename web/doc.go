@@ -1,7 +1,8 @@
 // Package web is baton's HTTP server: health and readiness probes, the
 // Prometheus endpoint it is given, and a server-rendered dashboard of the
 // schedule (jobs, runs, leases, outbox) with a few actions (trigger, pause,
-// resume, retry a dead event).
+// resume, retry or skip a dead event). Open pages reload themselves with a
+// meta refresh, which the reader pauses with ?pause=1.
 //
 // # Security model
 //

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"fmt"
+	"html"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -76,7 +77,15 @@ type page struct {
 	Flash    string
 	Error    string
 	Now      time.Time
-	Data     any
+	// Refresh is the page's meta refresh (none when paused or for a page
+	// that does not refresh); Every how often, and PauseURL/ResumeURL the
+	// page's own URL with and without ?pause=1 (see autoRefresh).
+	Refresh   template.HTML
+	Every     string
+	Paused    bool
+	PauseURL  string
+	ResumeURL string
+	Data      any
 }
 
 // render writes the page with status. Rendering goes to a buffer first, so
@@ -99,6 +108,9 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	if e, ok := data.(*errorData); ok {
 		p.Title, p.Error = http.StatusText(e.Status), e.Message
+	}
+	if refreshing[name] && status == http.StatusOK && s.refresh > 0 {
+		s.autoRefresh(p, r)
 	}
 	var buf bytes.Buffer
 	t := s.pages.byName[name]
@@ -145,7 +157,34 @@ func (s *Server) prerender(name string, data any) (*prerendered, error) {
 }
 
 var titles = map[string]string{
-	"overview": "Jobs", "job": "Job", "leases": "Leases", "outbox": "Outbox", "login": "Sign in",
+	"overview": "Jobs", "job": "Job", "leases": "Leases", "outbox": "Outbox", "event": "Outbox event", "login": "Sign in",
+}
+
+// refreshing are the pages that refresh themselves while open.
+var refreshing = map[string]bool{"overview": true, "job": true, "leases": true, "outbox": true, "event": true}
+
+// autoRefresh makes the page reload itself every s.refresh with a meta
+// refresh, which needs no script, to its own URL without the flash of the
+// action that led to it. ?pause=1 stops it, for as long as the reader
+// stays on the page: the pause lives in the URL, so a reload keeps it and
+// no cookie or server state is needed; the page says so and links back to
+// the refreshing URL.
+func (s *Server) autoRefresh(p *page, r *http.Request) {
+	q := r.URL.Query()
+	p.Paused = q.Get("pause") != ""
+	q.Del("done")
+	q.Del("pause")
+	self := r.URL.EscapedPath()
+	if len(q) > 0 {
+		self += "?" + q.Encode()
+	}
+	q.Set("pause", "1")
+	p.ResumeURL, p.PauseURL = self, r.URL.EscapedPath()+"?"+q.Encode()
+	p.Every = human(s.refresh)
+	if !p.Paused {
+		p.Refresh = template.HTML(fmt.Sprintf(`<meta http-equiv="refresh" content="%d; url=%s">`,
+			int(s.refresh.Round(time.Second)/time.Second), html.EscapeString(self)))
+	}
 }
 
 // flashes are the messages an action's redirect may ask for (?done=…):
@@ -155,12 +194,20 @@ var flashes = map[string]string{
 	"paused":    "Paused: no new ticks until it is resumed.",
 	"resumed":   "Resumed: scheduling from now; the paused time is not caught up.",
 	"retried":   "Retried: the event is pending again.",
+	"skipped":   "Skipped: the event will never be delivered; the events behind it on its ordering key go ahead.",
 }
 
 // actionsView is what a job's buttons need.
 type actionsView struct {
 	Name, Back, CSRF string
 	Paused, ReadOnly bool
+}
+
+// eventActionsView is what a dead event's buttons need.
+type eventActionsView struct {
+	ID                int64
+	State, Back, CSRF string
+	ReadOnly          bool
 }
 
 type errorData struct {
@@ -251,7 +298,11 @@ var funcs = template.FuncMap{
 	"actions": func(p *page, name string, paused bool, back string) actionsView {
 		return actionsView{Name: name, Paused: paused, Back: back, CSRF: p.CSRF, ReadOnly: p.ReadOnly}
 	},
-	"command": func(j baton.Job) string { return secretInURL.ReplaceAllString(j.CommandString(), "${1}xxxxx@") },
+	"eventActions": func(p *page, e outbox.Info, back string) eventActionsView {
+		return eventActionsView{ID: e.ID, State: e.State, Back: back, CSRF: p.CSRF, ReadOnly: p.ReadOnly}
+	},
+	"notifications": func(job string) string { return "/outbox?key=" + url.QueryEscape(job+"/") },
+	"command":       func(j baton.Job) string { return secretInURL.ReplaceAllString(j.CommandString(), "${1}xxxxx@") },
 	"holder": func(h baton.Holder) string {
 		if h.Host == "" && h.PID == 0 {
 			return "-"

@@ -72,7 +72,13 @@ type Config struct {
 	// Now is the clock for sessions; nil is time.Now. Pages use the
 	// store's clock.
 	Now func() time.Time
+	// Refresh is how often an open page reloads itself (a meta refresh,
+	// which the reader can pause); 0 is DefaultRefresh, negative never.
+	Refresh time.Duration
 }
+
+// DefaultRefresh is how often an open page reloads itself.
+const DefaultRefresh = 10 * time.Second
 
 // Server is the dashboard and probes.
 type Server struct {
@@ -84,6 +90,7 @@ type Server struct {
 	handler  http.Handler
 	draining atomic.Bool
 	busy     chan struct{} // MaxBusy slots
+	refresh  time.Duration // how often pages reload themselves; 0 never
 	hs       *http.Server
 	overview *shared[*prerendered] // the overview page's content, read and rendered once for the requests of a moment
 }
@@ -113,6 +120,15 @@ func New(cfg Config) (*Server, error) {
 		cop:      http.NewCrossOriginProtection(),
 		pages:    pages,
 		busy:     make(chan struct{}, MaxBusy),
+		refresh:  cfg.Refresh,
+	}
+	switch {
+	case s.refresh == 0:
+		s.refresh = DefaultRefresh
+	case s.refresh < 0:
+		s.refresh = 0
+	case s.refresh < time.Second:
+		s.refresh = time.Second // a meta refresh counts whole seconds
 	}
 	s.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("http: cross-origin request refused", "method", r.Method, "path", r.URL.Path,
@@ -203,10 +219,12 @@ func (s *Server) routes() http.Handler {
 	private.HandleFunc("GET /jobs/{name}", s.jobPage)
 	private.HandleFunc("GET /leases", s.leasesPage)
 	private.HandleFunc("GET /outbox", s.outboxPage)
+	private.HandleFunc("GET /outbox/{id}", s.eventPage)
 	private.HandleFunc("POST /jobs/{name}/trigger", s.action(s.trigger))
 	private.HandleFunc("POST /jobs/{name}/pause", s.action(s.pause))
 	private.HandleFunc("POST /jobs/{name}/resume", s.action(s.resume))
 	private.HandleFunc("POST /outbox/{id}/retry", s.action(s.retry))
+	private.HandleFunc("POST /outbox/{id}/skip", s.action(s.skip))
 	private.HandleFunc("POST /logout", s.logout)
 	mux.Handle("/", s.authenticate(s.inTurn(private)))
 	return s.secure(s.cop.Handler(mux))
