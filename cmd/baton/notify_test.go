@@ -210,3 +210,61 @@ jobs:
 		t.Errorf("notify mail of junk: exit %d %s, want 65", r.code, r.stderr)
 	}
 }
+
+// baton run --notify, for crontab users: a failed run's notification goes
+// through the store's outbox; with the sink down it waits there, and a
+// later run delivers it, once; a successful run notifies nothing.
+func TestRunNotify(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		rcv := &downReceiver{eventReceiver: newEventReceiver(t, 0)}
+		rcv.down.Store(true)
+		url := startHandler(t, rcv) + "/notify"
+		r := s.run(t, "run", "--notify", url, "nightly", "--", "sh", "-c", "exit 4")
+		if r.code != 4 {
+			t.Fatalf("failed run: exit %d, want the command's 4: %s", r.code, r.stderr)
+		}
+		if rcv.refused.Load() == 0 || !strings.Contains(r.stderr, "wait in the outbox") {
+			t.Errorf("the sink was down: %d deliveries refused, stderr %q", rcv.refused.Load(), r.stderr)
+		}
+		rcv.down.Store(false)
+		waitUntil(t, "a later run to deliver the waiting notification", 30*time.Second, func() bool {
+			if r := s.run(t, "run", "--notify", url, "nightly", "--", "true"); r.code != 0 {
+				t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+			}
+			n, _ := rcv.received()
+			return n == 1
+		})
+		if r := s.run(t, "run", "--notify", url, "nightly", "--", "sh", "-c", "exit 5"); r.code != 5 {
+			t.Fatalf("second failure: exit %d: %s", r.code, r.stderr)
+		}
+		if r := s.run(t, "run", "--notify", "ftp://nowhere", "nightly", "--", "true"); r.code != baton.ExitUsage || !strings.Contains(r.stderr, "--notify") {
+			t.Errorf("a bad --notify sink: exit %d %q, want 64 naming --notify", r.code, r.stderr)
+		}
+		rcv.mu.Lock()
+		defer rcv.mu.Unlock()
+		if len(rcv.count) != 2 {
+			t.Fatalf("%d notifications delivered, want 2 (one per failed run): %v", len(rcv.count), rcv.count)
+		}
+		codes := map[int]bool{}
+		for key, n := range rcv.count {
+			if n != 1 {
+				t.Errorf("%s delivered %d times", key, n)
+			}
+			var env struct {
+				Payload struct {
+					Job, Kind string
+					ExitCode  *int `json:"exit_code"`
+				}
+			}
+			json.Unmarshal([]byte(rcv.bodies[key]), &env)
+			if env.Payload.Job != "nightly" || env.Payload.Kind != "failed" || env.Payload.ExitCode == nil {
+				t.Errorf("%s: %s", key, rcv.bodies[key])
+				continue
+			}
+			codes[*env.Payload.ExitCode] = true
+		}
+		if !codes[4] || !codes[5] {
+			t.Errorf("exit codes notified %v, want 4 and 5", codes)
+		}
+	})
+}

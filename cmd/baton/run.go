@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"slices"
 
 	"github.com/batonhq/baton/internal/runcmd"
+	"github.com/batonhq/baton/outbox"
 )
 
 // RunCommand is `baton run`. Package runcmd has the run itself, and runs
@@ -37,8 +39,18 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 	if err := c.opts.Validate(pos, sep, command); err != nil {
 		return err
 	}
+	var notifier outbox.Sink
+	if c.opts.Notify != "" {
+		// A bad sink is a usage error before the run, not news after it.
+		if notifier, err = openNotifySink(c.opts.Notify); err != nil {
+			return err
+		}
+		if c, ok := notifier.(io.Closer); ok {
+			defer c.Close()
+		}
+	}
 	streams := runcmd.Streams{Stdin: c.env.Stdin, Stdout: c.env.Stdout, Stderr: c.env.Stderr, Started: c.env.Started}
-	return c.opts.Run(ctx, pos[0], command, streams, func(ctx context.Context) (*runcmd.Store, error) {
+	err = c.opts.Run(ctx, pos[0], command, streams, func(ctx context.Context) (*runcmd.Store, error) {
 		st, err := c.store.open(ctx, c.env, "run", true)
 		if err != nil {
 			return nil, err
@@ -51,4 +63,8 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 			},
 		}, nil
 	})
+	if notifier != nil {
+		c.notify(context.WithoutCancel(ctx), notifier, c.opts.Last())
+	}
+	return err
 }

@@ -93,7 +93,7 @@ type notHandled struct{ error }
 // initialises, and returns its exit status. It handles only the common
 // case: handled is false, and it has done nothing (said nothing, held no
 // lock), when args ask for anything else: a PostgreSQL store (--db, or
-// BATON_DB set), --verbose, --db-max-conns, --help, a flag or argument in
+// BATON_DB set), --verbose, --db-max-conns, --notify, --help, a flag or argument in
 // error, a lock directory that cannot be opened, or a lease that could not
 // be asked for. cmd/baton's main then runs them, as before, and says what
 // is wrong. What it handles, it handles with the same Options.Run as main.
@@ -113,7 +113,7 @@ func Local(args []string) (status int, handled bool) {
 		args = args[:sep]
 	}
 	pos, err := ParseInterleaved(fs, args)
-	if err != nil || lf.other || lf.verbose || o.Validate(pos, sep, command) != nil {
+	if err != nil || lf.other || lf.verbose || o.Notify != "" || o.Validate(pos, sep, command) != nil {
 		return 0, false
 	}
 	dir, scope, explicit, err := LocalDir(lf.scope, lf.lockDir, os.Getenv)

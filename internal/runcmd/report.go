@@ -11,8 +11,9 @@ import (
 	"github.com/batonhq/baton/supervise"
 )
 
-// report is the line that `baton run --json-result` writes for monitors.
-type report struct {
+// Report is the line that `baton run --json-result` writes for monitors,
+// and what --notify says of a failed run.
+type Report struct {
 	Job        string              `json:"job"`
 	RunID      string              `json:"run_id,omitempty"`
 	Token      int64               `json:"token,omitempty"`
@@ -28,18 +29,22 @@ type report struct {
 	start time.Time
 }
 
-func newReport(job string) *report {
-	return &report{Job: job, StartedAt: time.Now().UTC(), start: time.Now()}
+func newReport(job string) *Report {
+	return &Report{Job: job, StartedAt: time.Now().UTC(), start: time.Now()}
 }
 
-// write appends the report as one line to path ("-": stderr). An error
-// that ended the run becomes outcome "error".
-func (r *report) write(path string, stderr io.Writer, runErr error) error {
+// end records how the run ended: an error that ended it becomes outcome
+// "error".
+func (r *Report) end(runErr error) {
 	var exit ExitError
 	if runErr != nil && !errors.As(runErr, &exit) {
 		r.Outcome, r.Error = baton.OutcomeError, runErr.Error()
 	}
 	r.DurationMS = time.Since(r.start).Milliseconds()
+}
+
+// write appends the report as one line to path ("-": stderr).
+func (r *Report) write(path string, stderr io.Writer, runErr error) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err

@@ -87,6 +87,11 @@ type Options struct {
 	MaxRun    time.Duration
 	Result    string
 	Password  bool
+	// Notify is the sink a failed run's notification goes to (--notify);
+	// cmd/baton sends it (the early path leaves such runs to it).
+	Notify string
+
+	last *Report // the run's report, once finish has it
 }
 
 // Register defines the flags of Options in fs.
@@ -99,6 +104,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.Strays, "strays", "wait", "processes the command leaves running when it exits: wait (hold the lease until they exit), kill (TERM, then KILL after --kill-after) or report (release at once)")
 	DurationVar(fs, &o.MaxRun, "max-run", 0, "stop the command's whole tree after `DURATION` and exit 124 (0: no limit)")
 	fs.StringVar(&o.Result, "json-result", "", "append a JSON line describing the run to `FILE` (- for stderr)")
+	fs.StringVar(&o.Notify, "notify", "", "when the run fails, send a notification to `SINK` (as baton relay's --sink) through the store's outbox (docs/NOTIFY.md)")
 	PasswordVar(fs, &o.Password)
 }
 
@@ -169,8 +175,14 @@ func (o *Options) Run(ctx context.Context, job string, command []string, s Strea
 	return o.finish(rep, s.Stderr, err)
 }
 
-// finish appends the --json-result line of rep, if asked for.
-func (o *Options) finish(rep *report, stderr io.Writer, err error) error {
+// Last is the report of the run Run ran (nil before).
+func (o *Options) Last() *Report { return o.last }
+
+// finish ends rep with err and appends its --json-result line, if asked
+// for.
+func (o *Options) finish(rep *Report, stderr io.Writer, err error) error {
+	rep.end(err)
+	o.last = rep
 	if o.Result != "" {
 		if werr := rep.write(o.Result, stderr, err); werr != nil {
 			fmt.Fprintf(stderr, "baton: warning: --json-result: %v\n", werr)
@@ -179,7 +191,7 @@ func (o *Options) finish(rep *report, stderr io.Writer, err error) error {
 	return err
 }
 
-func (o *Options) run(ctx context.Context, job string, command []string, s Streams, open func(context.Context) (*Store, error), rep *report) error {
+func (o *Options) run(ctx context.Context, job string, command []string, s Streams, open func(context.Context) (*Store, error), rep *Report) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := open(ctx)
