@@ -36,6 +36,26 @@ type Job struct {
 	// idempotency keys (as they say): baton warns when the job's retries
 	// may outlast it, since a retry after the key is forgotten writes again.
 	KeyRetention Duration `json:"key_retention,omitempty"`
+	// Output says where the command's stdout and stderr go: one of the
+	// Output modes; "" is OutputLog. WithDefaults leaves "" alone, so that
+	// the versions of jobs written before the setting existed stay as
+	// they were.
+	Output string `json:"output,omitempty"`
+}
+
+// Output modes: where a run's stdout and stderr go.
+const (
+	OutputLog     = "log"     // line by line into the daemon's log, and the tail kept with the tick
+	OutputTail    = "tail"    // only the tail (the last 4 KiB) kept with the tick
+	OutputDiscard = "discard" // nowhere: not logged, no tail
+)
+
+// OutputMode is j's Output, with "" read as OutputLog.
+func (j Job) OutputMode() string {
+	if j.Output == "" {
+		return OutputLog
+	}
+	return j.Output
 }
 
 // Overlap policies: what a tick does when the job's lease is held.
