@@ -40,6 +40,11 @@ type Job struct {
 	// Notify, when set, sends the job's failures (and recoveries) as
 	// notifications through the outbox (docs/NOTIFY.md).
 	Notify *Notify `json:"notify,omitempty"`
+	// Output says where the command's stdout and stderr go: one of the
+	// Output modes; "" is OutputLog. WithDefaults leaves "" alone, so that
+	// the versions of jobs written before the setting existed stay as
+	// they were.
+	Output string `json:"output,omitempty"`
 }
 
 // Notification kinds: a run's outcome, or the first success after
@@ -67,6 +72,21 @@ type Notify struct {
 // Wants says whether n lists kind.
 func (n *Notify) Wants(kind string) bool {
 	return n != nil && slices.Contains(n.On, kind)
+}
+
+// Output modes: where a run's stdout and stderr go.
+const (
+	OutputLog     = "log"     // line by line into the daemon's log, and the tail kept with the tick
+	OutputTail    = "tail"    // only the tail (the last 4 KiB) kept with the tick
+	OutputDiscard = "discard" // nowhere: not logged, no tail
+)
+
+// OutputMode is j's Output, with "" read as OutputLog.
+func (j Job) OutputMode() string {
+	if j.Output == "" {
+		return OutputLog
+	}
+	return j.Output
 }
 
 // Overlap policies: what a tick does when the job's lease is held.

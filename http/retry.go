@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	nethttp "net/http"
 	"net/http/httptrace"
@@ -17,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/internal/backoff"
 
 	"github.com/batonhq/baton"
 )
@@ -455,12 +456,7 @@ func (t *IdempotentTransport) backoff(n int, resp *nethttp.Response) time.Durati
 	if hi <= 0 {
 		hi = DefaultMaxBackoff
 	}
-	lo = min(lo, hi)
-	d := hi
-	if n-1 < 62 && lo <= hi>>(n-1) {
-		d = lo << (n - 1)
-	}
-	d = d/2 + rand.N(d/2+1)
+	d := backoff.Equal(backoff.Exp(lo, hi, n))
 	if resp != nil {
 		if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			d = max(d, min(ra, hi))

@@ -605,7 +605,8 @@ func distance(a, b string) int {
 var jobKeys = []string{
 	"name", "schedule", "timezone", "command", "env", "dir",
 	"ttl", "timeout", "kill_after", "jitter",
-	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention", "notify",
+	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
+	"notify", "output",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
@@ -694,6 +695,8 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			}
 		case "history":
 			p.history(v, field, &j)
+		case "output":
+			j.Output, _ = p.oneOf(v, field, baton.OutputLog, baton.OutputTail, baton.OutputDiscard)
 		}
 	})
 	for _, key := range []string{"name", "schedule", "command"} {

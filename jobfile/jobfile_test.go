@@ -164,6 +164,27 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
+// output: takes log, tail or discard; left out, it is log, and the job's
+// version is the one it had before the setting existed.
+func TestParseOutput(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"log", "tail", "discard"} {
+		f := mustParse(t, "jobs.yaml", "jobs:\n  - {name: a, schedule: '@hourly', command: [date], output: "+mode+"}\n")
+		if got := f.Jobs[0]; got.Output != mode || got.OutputMode() != mode {
+			t.Errorf("output: %s parsed as %q (mode %q)", mode, got.Output, got.OutputMode())
+		}
+	}
+	f := mustParse(t, "jobs.yaml", "jobs:\n  - {name: a, schedule: '@hourly', command: [date]}\n")
+	if got := f.Jobs[0]; got.Output != "" || got.OutputMode() != baton.OutputLog {
+		t.Errorf("no output: parsed as %q (mode %q), want \"\" (log)", got.Output, got.OutputMode())
+	}
+	// The digest of a job without output: must not change with this
+	// release, or every daemon would rewrite every job on upgrade.
+	if v := f.Jobs[0].Version(); v != "bc22a8d0e29d2db3" {
+		t.Errorf("the version of a job without output: is %s, want bc22a8d0e29d2db3 as before", v)
+	}
+}
+
 // A file that says it has no jobs (jobs: []) holds none.
 func TestParseEmpty(t *testing.T) {
 	t.Parallel()
@@ -418,6 +439,11 @@ func TestParseInvalid(t *testing.T) {
 		{"dst repeat", job("dst: {repeat: twice}"), `jobs.yaml:5:19: jobs[0](a).dst.repeat: want once or both, not "twice"`},
 		{"dst key", job("dst: {gp: skip}"), "jobs.yaml:5:11: jobs[0](a).dst.gp: unknown key; did you mean gap?"},
 
+		// output
+		{"output unknown", job("output: stdout"), `jobs.yaml:5:13: jobs[0](a).output: want log, tail or discard, not "stdout"`},
+		{"output mapping", job("output: {mode: log}"), `jobs.yaml:5:13: jobs[0](a).output: want log, tail or discard, not a mapping`},
+		{"output bool", job("output: false"), `jobs.yaml:5:13: jobs[0](a).output: want log, tail or discard, not the boolean false`},
+
 		// paused
 		{"paused yes", job("paused: yes"), `jobs.yaml:5:13: jobs[0](a).paused: want true or false, not "yes"`},
 		{"paused number", job("paused: 1"), `jobs.yaml:5:13: jobs[0](a).paused: want true or false, not the number 1`},
@@ -507,7 +533,7 @@ conf/jobs.yaml:10:14: jobs[1].overlap: write {allow: N} to allow up to N runs at
 conf/jobs.yaml:11:13: jobs[1].paused: want true or false, not "yes"
 conf/jobs.yaml:12:5: jobs[2](backup).command: missing; every job needs a name, a schedule and a command
 conf/jobs.yaml:12:11: jobs[2](backup).name: duplicate job name "backup"; it is first used at line 2
-conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention or notify)
+conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention, notify or output)
 conf/jobs.yaml:15:1: extra: unknown key; want jobs or notify`
 	if got := err.Error(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)

@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/batonhq/baton/internal/backoff"
 
 	"github.com/batonhq/baton"
 	"github.com/google/uuid"
@@ -201,7 +202,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // one claims while another delivers and settles.
 func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 	poll := r.PollMin
-	errBackoff := 100 * time.Millisecond
+	errBackoff := backoff.Loop{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for ctx.Err() == nil {
 		n, err := r.once(ctx)
 		if r.RoundDone != nil && ctx.Err() == nil {
@@ -212,22 +213,20 @@ func (r *Relay) loop(ctx context.Context, nudge <-chan struct{}) {
 			return // stopped while claiming: the claim rolled back
 		case err != nil && baton.ErrorCode(err) == baton.EUNAVAILABLE:
 			r.Log.Warn("store unavailable; retrying", "relay", r.ID, "err", err)
-			if !sleep(ctx, errBackoff) {
+			if !sleep(ctx, errBackoff.Next()) {
 				return
 			}
-			errBackoff = min(errBackoff*2, 5*time.Second)
 			continue
 		case err != nil:
 			// Whatever it is (a deadlock victim, a statement timeout), the
 			// claims expire and the events come back: keep going.
 			r.Log.Error("relay round failed; retrying", "relay", r.ID, "err", err)
-			if !sleep(ctx, errBackoff) {
+			if !sleep(ctx, errBackoff.Next()) {
 				return
 			}
-			errBackoff = min(errBackoff*2, 5*time.Second)
 			continue
 		}
-		errBackoff = 100 * time.Millisecond
+		errBackoff.Reset()
 		if n > 0 {
 			// More may be waiting, or the next events of the keys just
 			// delivered: claim again at once.
@@ -524,15 +523,9 @@ func (r *Relay) deliver(ctx context.Context, e *Event) (err error) {
 // attempt up to MaxBackoff, with jitter of up to half of it either way
 // (hashed from the key and attempt, so it is spread but reproducible).
 func (r *Relay) backoff(e *Event) time.Duration {
-	d := r.MinBackoff
-	for i := 1; i < e.Attempt && d < r.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, r.MaxBackoff)
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", e.Key, e.Attempt)
-	jitter := time.Duration(rand.New(rand.NewPCG(h.Sum64(), 0)).Int64N(int64(d)+1)) - d/2
-	return max(d+jitter, r.PollMin)
+	return max(backoff.Around(backoff.Exp(r.MinBackoff, r.MaxBackoff, e.Attempt), h.Sum64()), r.PollMin)
 }
 
 // housekeeping reports the relay every RelayHeartbeat and prunes delivered

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -178,6 +178,7 @@ func (d *Daemon) giveBack(ctx context.Context, c Claim, log interface{ Warn(stri
 func (d *Daemon) end(ctx context.Context, t baton.Tick, runID string, o baton.Outcome, reason string, log interface {
 	Info(string, ...any)
 	Error(string, ...any)
+	Log(context.Context, slog.Level, string, ...any)
 }) bool {
 	return d.endWith(ctx, t, runID, Ending{Outcome: o, Reason: reason}, log)
 }
@@ -186,6 +187,7 @@ func (d *Daemon) end(ctx context.Context, t baton.Tick, runID string, o baton.Ou
 func (d *Daemon) endWith(ctx context.Context, t baton.Tick, runID string, e Ending, log interface {
 	Info(string, ...any)
 	Error(string, ...any)
+	Log(context.Context, slog.Level, string, ...any)
 }) bool {
 	o, reason := e.Outcome, e.Reason
 	ok, err := d.Store.Finish(ctx, t, runID, e)
@@ -197,7 +199,7 @@ func (d *Daemon) endWith(ctx context.Context, t baton.Tick, runID string, e Endi
 		log.Info("the tick was ended or taken over elsewhere", "outcome", o, "reason", reason)
 		return false
 	}
-	log.Info("tick ended", "outcome", o, "reason", reason)
+	log.Log(ctx, outcomeLevel(o), "tick ended", "outcome", o, "reason", reason)
 	return true
 }
 
@@ -392,6 +394,7 @@ func (d *Daemon) replace(ctx context.Context, j baton.Job, token int64, c Claim)
 // (when the command ran), duration_seconds and reason (when there is one).
 func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time, attempt int, lag time.Duration, log interface {
 	Info(string, ...any)
+	Log(context.Context, slog.Level, string, ...any)
 }) (Ending, []int) {
 	obs := d.observer()
 	log.Info("run start", "token", term.Token, "attempt", attempt, "run_id", term.Owner)
@@ -407,7 +410,7 @@ func (d *Daemon) execute(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 	if e.Reason != "" {
 		attrs = append(attrs, "reason", e.Reason)
 	}
-	log.Info("run end", attrs...)
+	log.Log(context.Background(), outcomeLevel(e.Outcome), "run end", attrs...)
 	if lost {
 		obs.LeaseLost(j.Name)
 	}
@@ -448,17 +451,15 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 		env = append(env, k+"="+v)
 	}
 	tail := &tailBuffer{max: OutputTail}
-	r, w, err := os.Pipe()
+	stdout, stderr, copied, err := d.captureOutput(j, t, attempt, tail)
 	if err != nil {
 		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot create a pipe for the output: " + err.Error()}, false, nil
 	}
-	copied := make(chan struct{})
-	go func() { io.Copy(tail, r); r.Close(); close(copied) }()
 
 	sup := supervise.Supervisor{
 		Leaser:    observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs},
 		KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
-		OwnSignals: true, KeepLease: true, Stdout: w, Stderr: w, Env: env, Dir: j.Dir,
+		OwnSignals: true, KeepLease: true, Stdout: stdout, Stderr: stderr, Env: env, Dir: j.Dir,
 		GuardPath: d.GuardPath,
 		ExtraEnv: []string{
 			"BATON_JOB=" + j.Name,
@@ -472,7 +473,7 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 	// slowed or frozen between the two must not start a command on a term
 	// that may have expired meanwhile (the supervisor renews first then).
 	res := sup.Run(context.Background(), term, sent, j.Command)
-	w.Close()
+	closeOutput(stdout, stderr)
 	select { // strays left behind may hold the pipe open; do not wait for them
 	case <-copied:
 	case <-time.After(100 * time.Millisecond):

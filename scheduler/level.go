@@ -21,7 +21,11 @@ import (
 // Level 1 is the first level: everything a job file can say today. Binaries
 // that predate the gate (before migration 0010) do not read the level at
 // all: they are level 0, and run every job.
-const FeatureLevel = 1
+//
+// Level 2 adds run notifications (notify) and where output goes (output:
+// log or discard, written in the file): a level-1 daemon would run such a
+// job without notifying, or keep a discarded job's output.
+const FeatureLevel = 2
 
 // feature is a part of job semantics and the level that brought it.
 type feature struct {
@@ -37,6 +41,8 @@ type feature struct {
 //	{2, "exit 79 means …", func(j baton.Job) bool { return j.Retries.Count > 0 }},
 var features = []feature{
 	{1, "job semantics of the first gated release (exit 78 ends a tick unknown and is never retried)", func(baton.Job) bool { return true }},
+	{2, "notify: run notifications through the outbox", func(j baton.Job) bool { return j.Notify != nil }},
+	{2, "output: log or discard", func(j baton.Job) bool { return j.Output == baton.OutputLog || j.Output == baton.OutputDiscard }},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

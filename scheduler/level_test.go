@@ -12,16 +12,33 @@ import (
 	"github.com/batonhq/baton/scheduler"
 )
 
-// Every definition needs the current level at least, and says why.
+// Every definition needs level 1 at least, and says why; notify and an
+// explicit output of log or discard need level 2, which older daemons
+// would ignore.
 func TestNeeds(t *testing.T) {
-	for _, j := range []baton.Job{
-		job("plain", "* * * * *", "true"),
-		{Name: "retried", Schedule: "@every 1m", Command: []string{"true"}, Retries: baton.Retries{Count: 3}},
+	notified := job("notified", "* * * * *", "false")
+	notified.Notify = &baton.Notify{On: []string{"failed"}, After: 1}
+	quiet := job("quiet", "* * * * *", "true")
+	quiet.Output = baton.OutputDiscard
+	tail := job("tail", "* * * * *", "true")
+	tail.Output = baton.OutputTail
+	for _, c := range []struct {
+		j    baton.Job
+		want int
+	}{
+		{job("plain", "* * * * *", "true"), 1},
+		{baton.Job{Name: "retried", Schedule: "@every 1m", Command: []string{"true"}, Retries: baton.Retries{Count: 3}}, 1},
+		{tail, 1},
+		{notified, 2},
+		{quiet, 2},
 	} {
-		level, why := scheduler.Needs(j)
-		if level != scheduler.FeatureLevel || len(why) == 0 {
-			t.Errorf("%s needs level %d (%q), want %d with a reason", j.Name, level, why, scheduler.FeatureLevel)
+		level, why := scheduler.Needs(c.j)
+		if level != c.want || len(why) == 0 {
+			t.Errorf("%s needs level %d (%q), want %d with a reason", c.j.Name, level, why, c.want)
 		}
+	}
+	if scheduler.FeatureLevel != 2 {
+		t.Errorf("FeatureLevel %d, want 2", scheduler.FeatureLevel)
 	}
 }
 

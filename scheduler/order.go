@@ -37,7 +37,7 @@ func (d *Daemon) endOvertaken(ctx context.Context, c Claim, prev string, attempt
 		log.Error("cannot record the outcome of a tick a later tick overtook", "err", err)
 		d.giveBack(ctx, c, log)
 	case ended:
-		log.Info("tick ended", "outcome", o, "reason", ov.Error()+": a job's scheduled ticks start in tick order")
+		log.Log(ctx, outcomeLevel(o), "tick ended", "outcome", o, "reason", ov.Error()+": a job's scheduled ticks start in tick order")
 		if o == baton.OutcomeSkippedMissed {
 			d.observer().TicksSkipped(c.Tick.Job, SkipOvertaken, 1)
 		}

@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 	"time"
 
+	"github.com/batonhq/baton/internal/backoff"
+
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/cron"
 )
@@ -169,11 +171,7 @@ func Jitter(j baton.Job, at time.Time) time.Duration {
 // Backoff is the wait before retry n (1 for the first retry).
 func Backoff(j baton.Job, n int) time.Duration {
 	j = j.WithDefaults()
-	d := j.Retries.Backoff.D()
-	for i := 1; i < n && d < j.Retries.MaxBackoff.D(); i++ {
-		d *= 2
-	}
-	return min(d, j.Retries.MaxBackoff.D())
+	return backoff.Exp(j.Retries.Backoff.D(), j.Retries.MaxBackoff.D(), n)
 }
 
 // RetryHorizon is how long after a tick's first attempt starts its last

@@ -3,8 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"os/signal"
@@ -20,7 +18,6 @@ import (
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 )
 
 const daemonHelp = `
@@ -97,6 +94,7 @@ type DaemonCommand struct {
 	poll          time.Duration
 	claimTTL      time.Duration
 	logFormat     string
+	logLevel      string
 	http          httpFlags
 	relay         relayFlags
 }
@@ -112,6 +110,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.poll, "poll", 250*time.Millisecond, "how often to look for due ticks")
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
 	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
+	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
 	c.http.register(fs)
 	c.relay.register(fs, "relay-")
 	pos, err := parseFlags(fs, args)
@@ -147,7 +146,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.logLevel, c.env.Getenv)
 	if err != nil {
 		return err
 	}
@@ -327,32 +326,4 @@ func leanGC() (restore func()) {
 		return func() {}
 	}
 	return sync.OnceFunc(func() { debug.SetGCPercent(old) })
-}
-
-// newLogger makes the daemon's logger: lines with priorities when stderr is
-// systemd's journal, text on a terminal, JSON otherwise, unless format says
-// which.
-func newLogger(w io.Writer, format string, getenv func(string) string) (*slog.Logger, error) {
-	switch format {
-	case "auto":
-		format = "json"
-		if f, ok := w.(*os.File); ok {
-			if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
-				format = "text"
-			}
-		}
-		if toJournal(w, getenv) {
-			format = "journal"
-		}
-	case "text", "json", "journal":
-	default:
-		return nil, baton.Invalid("--log-format", "%q: want text, json, journal or auto", format)
-	}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, nil)), nil
-	case "journal":
-		return slog.New(journalHandler(w)), nil
-	}
-	return slog.New(slog.NewTextHandler(w, nil)), nil
 }

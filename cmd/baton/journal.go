@@ -35,17 +35,18 @@ func toJournal(w io.Writer, getenv func(string) string) bool {
 // sd-daemon(3) describes ("<3>" error, "<4>" warning, "<6>" info, "<7>"
 // debug), which journald strips and records as the entry's PRIORITY. The
 // journal stamps each entry itself, so the lines carry no time.
-func journalHandler(w io.Writer) slog.Handler {
-	return slog.NewTextHandler(&priorityWriter{w: w}, journalHandlerOptions())
+func journalHandler(w io.Writer, level slog.Leveler) slog.Handler {
+	return slog.NewTextHandler(&priorityWriter{w: w}, journalHandlerOptions(level))
 }
 
-func journalHandlerOptions() *slog.HandlerOptions {
+func journalHandlerOptions(level slog.Leveler) *slog.HandlerOptions {
 	return &slog.HandlerOptions{
+		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
 				return slog.Attr{}
 			}
-			return a
+			return seconds(groups, a)
 		},
 	}
 }

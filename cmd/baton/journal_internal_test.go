@@ -11,7 +11,7 @@ import (
 // record, without a time (the journal stamps entries).
 func TestJournalPriorities(t *testing.T) {
 	var b bytes.Buffer
-	log := slog.New(journalHandler(&b)).With("job", "j")
+	log := slog.New(journalHandler(&b, slog.LevelInfo)).With("job", "j")
 	log.Error("e", "err", "multi\nline")
 	log.Warn("w")
 	log.Info("i")
@@ -28,7 +28,7 @@ func TestJournalPriorities(t *testing.T) {
 	}
 	b.Reset()
 	slog.New(slog.NewTextHandler(&priorityWriter{w: &b}, &slog.HandlerOptions{Level: slog.LevelDebug,
-		ReplaceAttr: journalHandlerOptions().ReplaceAttr})).Debug("d")
+		ReplaceAttr: journalHandlerOptions(slog.LevelDebug).ReplaceAttr})).Debug("d")
 	if b.String() != "<7>level=DEBUG msg=d\n" {
 		t.Errorf("debug: %q", b.String())
 	}

@@ -101,7 +101,7 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return baton.Invalid("arguments", "baton migrate takes none, got %q", pos)
 	}
-	log, err := newLogger(c.env.Stderr, "text", c.env.Getenv)
+	log, err := newLogger(c.env.Stderr, "text", "info", c.env.Getenv)
 	if err != nil {
 		return err
 	}

@@ -211,6 +211,7 @@ type RelayCommand struct {
 	relay     relayFlags
 	untilIdle bool
 	logFormat string
+	logLevel  string
 	http      httpFlags
 }
 
@@ -221,6 +222,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	c.relay.register(fs, "")
 	fs.BoolVar(&c.untilIdle, "until-idle", false, "exit 0 once nothing is deliverable now, saying what waits and until when (drain a backlog, benchmarks)")
 	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
+	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
 	c.http.register(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -232,7 +234,7 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	if c.relay.sink == "" {
 		return baton.Invalid("--sink", "no sink: give --sink SPEC (e.g. --sink http://127.0.0.1:8080/events)")
 	}
-	log, err := newLogger(c.env.Stderr, c.logFormat, c.env.Getenv)
+	log, err := newLogger(c.env.Stderr, c.logFormat, c.logLevel, c.env.Getenv)
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/batonhq/baton/internal/backoff"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
@@ -174,7 +175,7 @@ func (f *storeFlags) open(ctx context.Context, env *Env, command string, migrate
 // backoff, and says on stderr (once) that it is waiting.
 func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string, try func() error) error {
 	deadline := time.Now().Add(f.dbWait)
-	backoff := 100 * time.Millisecond
+	wait := backoff.Loop{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
 	told := false
 	for {
 		err := try()
@@ -189,13 +190,12 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 			fmt.Fprintf(env.Stderr, "baton: %s: %s; retrying for up to %s (--db-wait)\n", what, msg, f.dbWait)
 			told = true
 		}
-		sleep := min(backoff/2+rand.N(backoff/2+1), time.Until(deadline))
+		sleep := min(wait.Next(), time.Until(deadline))
 		select {
 		case <-ctx.Done():
 			return err
 		case <-time.After(max(sleep, 0)):
 		}
-		backoff = min(backoff*2, 2*time.Second)
 	}
 }
 
