@@ -513,7 +513,7 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 				level = "session advisory locks"
 			}
 			fmt.Fprintf(tw, "  %s\tpid %d\tuser %s, database %s, application %q: %d held (keys %s), %s for %s\n",
-				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, ageText(a.StateAgeSeconds))
+				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, advisoryAge(a))
 		}
 		if p.Hidden > 0 {
 			fmt.Fprintf(tw, "  unknown\t%d hidden sessions\tpins among them cannot be seen: %s\n", p.Hidden, postgres.GrantMonitor(r.Server.User))
@@ -674,6 +674,15 @@ func pinDetail(p postgres.ConnPin) string {
 		s += ", last query: " + p.Query
 	}
 	return s
+}
+
+// advisoryAge is how long a's session has been in its state, or "hidden"
+// when the doctor's role may not see it (never "0s").
+func advisoryAge(a postgres.AdvisoryPin) string {
+	if a.StateAgeHidden {
+		return "hidden"
+	}
+	return ageText(a.StateAgeSeconds)
 }
 
 func ageText(s float64) string {

@@ -67,6 +67,9 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	rows := []jobRow{}
 	for _, dj := range jobs {
 		r := jobRow{DefinedJob: dj}
+		if dj.Paused {
+			r.NextTick = time.Time{} // a paused job has none: no tick of it is run
+		}
 		if !dj.LastSuccess.IsZero() {
 			r.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()
 		}

@@ -116,6 +116,10 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	if env.Started.IsZero() {
 		env.Started = time.Now()
 	}
+	if len(args) >= 2 && args[0] == "help" && args[1] != supervise.GuardCommand {
+		// baton help CMD is baton CMD --help.
+		args = []string{args[1], "--help"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(env.Stdout)
 		if len(args) == 0 {
@@ -153,7 +157,8 @@ Commands:
 Store: the local store (flock files, one host) unless --db or BATON_DB
 names a PostgreSQL database (postgres://… URL, or host=… dbname=…).
 
-Run 'baton COMMAND --help' for a command's flags and exit statuses.
+Run 'baton help COMMAND' (or 'baton COMMAND --help') for a command's flags
+and exit statuses.
 `)
 }
 
