@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -254,4 +256,34 @@ func TestDoctorPGHiddenAgeAndFixes(t *testing.T) {
 		t.Errorf("idle in transaction: the warning names no fix\n%s", r.stdout)
 	}
 	pgExec(t, idle, "rollback")
+}
+
+// baton run in a crontab: a busy run says one line on stderr (which cron
+// mails) even when stderr is no terminal, and nothing with --quiet, as
+// flock -n; the README's "Coming from flock(1)" says so.
+func TestBusyLineInCrontab(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	started := filepath.Join(t.TempDir(), "started")
+	holder, _ := s.start(t, "run", "busy", "--", "sh", "-c", "echo up > "+started+"; sleep 30")
+	waitFile(t, started, time.Minute)
+	r := s.run(t, "run", "busy", "--", "true")
+	if n := strings.Count(r.stderr, "\n"); r.code != baton.ExitBusy || n != 1 || !strings.Contains(r.stderr, "baton: job busy not run: its lease is held") {
+		t.Errorf("busy run, stderr a pipe: exit %d, %q; want 75 and one line saying so", r.code, r.stderr)
+	}
+	if r := s.run(t, "run", "--quiet", "busy", "--", "true"); r.code != baton.ExitBusy || r.stderr != "" {
+		t.Errorf("busy run with --quiet: exit %d, stderr %q; want 75 and nothing", r.code, r.stderr)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "## Coming from `flock(1)`")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !strings.Contains(section, "| `flock -n` is silent when the lock is held") || !strings.Contains(section, "`--quiet` is silent") {
+		t.Errorf("README's \"Coming from flock(1)\" has no row for flock -n's silence and --quiet:\n%s", section)
+	}
 }
