@@ -18,10 +18,10 @@ import (
 )
 
 const benchHelp = `
-Usage: baton bench leases [flags]
-       baton bench fence [flags]     (PostgreSQL)
+Usage: baton bench outbox [flags]
        baton bench claims [flags]
-       baton bench outbox [flags]
+       baton bench leases [flags]
+       baton bench fence [flags]     (PostgreSQL)
 
 Where the benchmarks write: never where production's jobs, leases and
 events live. Against PostgreSQL (--db or BATON_DB) each run creates a

@@ -287,3 +287,44 @@ func TestBusyLineInCrontab(t *testing.T) {
 		t.Errorf("README's \"Coming from flock(1)\" has no row for flock -n's silence and --quiet:\n%s", section)
 	}
 }
+
+// Help reads as one: flags spelt --name as the docs spell them, each value
+// a placeholder in capitals; a command lists only the flags it uses, each
+// described for it (doctor's --db is the server to check); bench lists
+// bench outbox first.
+func TestHelpReadsAsOne(t *testing.T) {
+	t.Parallel()
+	s := localStore(t)
+	flagLine := regexp.MustCompile(`^  (-{1,2})([a-zA-Z][\w-]*)( (.*))?$`)
+	for _, name := range []string{"run", "doctor", "daemon", "bench", "status", "trigger", "relay", "outbox", "next"} {
+		r := s.run(t, name, "--help")
+		_, flags, ok := strings.Cut(r.stdout, "\nFlags:\n")
+		if !ok {
+			t.Fatalf("baton %s --help has no flags", name)
+		}
+		for _, line := range strings.Split(flags, "\n") {
+			m := flagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			if m[1] != "--" {
+				t.Errorf("baton %s --help: %q; want the flag spelt --%s", name, line, m[2])
+			}
+			if v := m[4]; v != "" && (strings.ToUpper(v) != v && !regexp.MustCompile(`^[A-Z=]+[a-z][A-Z]+$`).MatchString(v) || v == "INT" || v == "STRING") {
+				t.Errorf("baton %s --help: %q; want a placeholder in capitals", name, line)
+			}
+		}
+	}
+	doctor := s.run(t, "doctor", "--help").stdout
+	for _, unused := range []string{"--schema", "--db-max-conns", "--db-wait", "--verbose"} {
+		if strings.Contains(doctor, "\n  "+unused+" ") || strings.Contains(doctor, "\n  "+unused+"\n") {
+			t.Errorf("baton doctor --help lists %s, which doctor does not use", unused)
+		}
+	}
+	if strings.Contains(doctor, "shared by a fleet") || !strings.Contains(doctor, "the PostgreSQL server to check") {
+		t.Errorf("baton doctor --help: --db is not described for doctor\n%s", doctor)
+	}
+	if bench := s.run(t, "bench", "--help").stdout; !strings.HasPrefix(bench, "Usage: baton bench outbox") {
+		t.Errorf("baton bench --help does not list bench outbox first:\n%s", firstLine(bench))
+	}
+}

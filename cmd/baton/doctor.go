@@ -207,7 +207,12 @@ var doctorSubjects = []struct {
 // Run checks the subject named by the first argument.
 func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("doctor", c.env.Stdout, doctorHelp)
-	c.store.register(fs)
+	// doctor pg makes one plain connection: no pool, no schema, no
+	// waiting; doctor local reads --lock-dir and --scope.
+	c.store.register(fs, "schema", "db-max-conns", "db-wait", "verbose")
+	fs.Lookup("db").Usage = "doctor pg: the PostgreSQL server to check, by a `URL` to connect with (postgres://… or host=… dbname=…); default $BATON_DB. doctor local: only says that baton run would use PostgreSQL instead"
+	fs.Lookup("lock-dir").Usage = "doctor local: the lock directory `DIR` to check, as baton run would use it (default $BATON_LOCK_DIR, else " + flock.HostDir + " for host scope, $XDG_STATE_HOME/baton/locks for user scope)"
+	fs.Lookup("scope").Usage = "doctor local: the `SCOPE` whose lock directory to check: host or user (default $BATON_SCOPE, else host)"
 	fs.BoolVar(&c.json, "json", false, `print JSON; doctor local: {"dir", "scope", "findings": [{"level", "check", "message"}], "tmpfiles", "install"}; doctor pg: the report described above`)
 	c.pgOpt.register(fs)
 	pos, err := parseFlags(fs, args)
@@ -301,8 +306,8 @@ func (f *pgFlags) register(fs *flagSet) {
 	durationFlag(fs, &f.poolIdle, "pool-idle", postgres.DefaultPoolIdle, "doctor pg: how long the pools keep an idle connection (baton's: 1m; pgxpool's: 30m; HikariCP's: 10m; 0 for ever, as database/sql), to warn of a shorter idle_session_timeout")
 	fs.StringVar(&f.state, "state", "", "doctor pg: keep the session counters in this `file` and print what changed since the previous run")
 	fs.Var(planValue{&f.plan}, "plan", "doctor pg: a service of the fleet as `NAME=NxM`: N instances with pools of at most M connections (web=20x10); repeat for each service")
-	fs.Var(intsValue{&f.instances, "--instances"}, "instances", "doctor pg: instances of a service, paired in order with --pool-max (--instances 20 --pool-max 10 is --plan service1=20x10); repeatable")
-	fs.Var(intsValue{&f.poolMax, "--pool-max"}, "pool-max", "doctor pg: pool maximum of the service of the --instances of the same rank; repeatable")
+	fs.Var(intsValue{&f.instances, "--instances"}, "instances", "doctor pg: `N` instances of a service, paired in order with --pool-max (--instances 20 --pool-max 10 is --plan service1=20x10); repeatable")
+	fs.Var(intsValue{&f.poolMax, "--pool-max"}, "pool-max", "doctor pg: the pool maximum (`N`) of the service of the --instances of the same rank; repeatable")
 }
 
 // planValue collects --plan NAME=NxM.

@@ -90,7 +90,7 @@ var commands = []struct {
 	{"fence", "show or reset a resource's fencing high-water mark", func(e *Env) Command { return &FenceCommand{env: e} }},
 	{"http", "send an HTTP write with an idempotency key, retrying it with the same key", func(e *Env) Command { return &HTTPCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations (PostgreSQL, or the local store's baton.db) and check its version", func(e *Env) Command { return &MigrateCommand{env: e} }},
-	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
+	{"bench", "measure the outbox relay, schedule claims, leases and fences (bench outbox|claims|leases|fence)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 	{"setup", "one-time set-up as root: the group and lock directory that users of baton share (setup local)", func(e *Env) Command { return &SetupCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
