@@ -59,7 +59,7 @@ Checks of doctor local:
   tmp-cleaner        the directory is not under /tmp or /var/tmp, where
                      systemd-tmpfiles or tmpreaper delete old files, and with
                      a lock file its fencing token (/var/lib is safe)
-  lock-files         the <job>.lock files: their count; errors for entries
+  lock-files         the JOB.lock files: their count; errors for entries
                      that are not regular files or hold unreadable state; in
                      host scope, warnings for files that are not
                      group-read-writable or not of the directory's group
@@ -76,7 +76,7 @@ Exit status of doctor local: 0 healthy, or only warnings; 1 problems found
 user can tamper with); 64 usage error.
 
 doctor pg connects once, with one plain connection (no pool), named
-application_name baton/doctor/<host> unless the URL names one, with a
+application_name baton/doctor/HOST unless the URL names one, with a
 connect timeout of --connect-timeout unless the URL sets connect_timeout.
 It changes nothing and never prints a password. It knows PostgreSQL 13 to
 18: it reads server_version_num and asks current_setting(name, true) for
