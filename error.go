@@ -78,6 +78,7 @@ const (
 	ExitOK          = 0
 	ExitUsage       = 64  // EX_USAGE: bad flag, argument or setting
 	ExitUnavailable = 69  // EX_UNAVAILABLE: the store cannot be reached
+	ExitNotFound    = 66  // EX_NOINPUT: the job, event or lease named does not exist
 	ExitInternal    = 70  // EX_SOFTWARE: a bug in baton
 	ExitBusy        = 75  // EX_TEMPFAIL: not run, the lease is held elsewhere
 	ExitLeaseLost   = 76  // the lease was lost while the command ran; it was stopped
@@ -91,8 +92,10 @@ func ExitStatus(err error) int {
 	switch ErrorCode(err) {
 	case "":
 		return ExitOK
-	case EINVALID, ENOTFOUND:
+	case EINVALID:
 		return ExitUsage
+	case ENOTFOUND:
+		return ExitNotFound
 	case EUNAVAILABLE:
 		return ExitUnavailable
 	case EBUSY:

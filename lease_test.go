@@ -46,6 +46,7 @@ func TestExitStatus(t *testing.T) {
 	}{
 		{nil, 0},
 		{baton.Invalid("ttl", "bad"), 64},
+		{baton.Errorf(baton.ENOTFOUND, "no job named x"), 66},
 		{baton.Errorf(baton.EUNAVAILABLE, "down"), 69},
 		{baton.Errorf(baton.EBUSY, "held"), 75},
 		{baton.Errorf(baton.ELEASELOST, "lost"), 76},

@@ -96,6 +96,9 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// Omitted is the number of problems found past the 50 that Problems lists.
+func (e *Error) Omitted() int { return e.omitted }
+
 // Unwrap returns the first problem as a *baton.Error with code EINVALID.
 func (e *Error) Unwrap() error {
 	err := &baton.Error{Code: baton.EINVALID, Message: "invalid job file " + e.Path}

@@ -280,6 +280,10 @@ type AdvisoryPin struct {
 	// when they may be transaction-level (or the state is hidden).
 	SessionLevel    bool    `json:"session_level"`
 	StateAgeSeconds float64 `json:"state_age_seconds"`
+	// StateAgeHidden is true when the session's state_change is hidden
+	// (another role's session, without pg_read_all_stats): its age is
+	// unknown, not 0 (StateAgeSeconds is then 0).
+	StateAgeHidden bool `json:"state_age_hidden,omitempty"`
 }
 
 // TimeoutSetting is one value of one timeout at one scope.
@@ -546,6 +550,7 @@ func (d *doctor) connect(ctx context.Context) *pgx.Conn {
 		}
 		f := describeConnectError(err, try.dsn)
 		f.Via = try.via
+		f.Message = uniqueLines(f.Message)
 		if cfg, err := pgx.ParseConfig(try.dsn); err == nil && cfg.Database == "pgbouncer" {
 			f.Message += ` (database "pgbouncer" is PgBouncer's admin console, not a PostgreSQL server: point --` + try.via + ` at the server itself)`
 		}
@@ -798,7 +803,7 @@ func (d *doctor) readActivity(ctx context.Context) error {
 			"%d of %d usable slots in use (%s, critical at %g%%); %s", b.InUse, b.Usable, pct(b.InUsePercent), d.opt.CritPercent, topHolder(h))
 	case b.InUsePercent >= d.opt.WarnPercent:
 		d.findShort(ConnWarning, "budget", fmt.Sprintf("%d of %d usable slots in use (%s)", b.InUse, b.Usable, pct(b.InUsePercent)),
-			"%d of %d usable slots in use (%s, warning at %g%%); %s", b.InUse, b.Usable, pct(b.InUsePercent), d.opt.WarnPercent, topHolder(h))
+			"%d of %d usable slots in use (%s, warning at %g%%); %s; fix: shrink the pools of the top holders (baton: --db-max-conns) or raise max_connections (ALTER SYSTEM SET max_connections = …, then a restart)", b.InUse, b.Usable, pct(b.InUsePercent), d.opt.WarnPercent, topHolder(h))
 	default:
 		d.find(ConnOK, "budget", "%d of %d usable slots in use (%s); %d free", b.InUse, b.Usable, pct(b.InUsePercent), b.Free)
 	}
@@ -876,7 +881,7 @@ func (d *doctor) readLimits(ctx context.Context) error {
 				d.findShort(ConnCritical, set.check, short, "%s %q: %d of its %d connections in use (%s); new ones are refused with \"too many connections for %s\" (%s … CONNECTION LIMIT)",
 					set.kind, l.Name, l.InUse, l.Limit, pct(l.Percent), set.kind, set.fix)
 			case l.Percent >= d.opt.WarnPercent:
-				d.findShort(ConnWarning, set.check, short, "%s %q: %d of its %d connections in use (%s)", set.kind, l.Name, l.InUse, l.Limit, pct(l.Percent))
+				d.findShort(ConnWarning, set.check, short, "%s %q: %d of its %d connections in use (%s); fix: shrink its pools or raise the limit (%s %s CONNECTION LIMIT …)", set.kind, l.Name, l.InUse, l.Limit, pct(l.Percent), set.fix, roleName(l.Name))
 			}
 		}
 	}
@@ -1000,7 +1005,7 @@ func (d *doctor) readTimeouts(ctx context.Context) error {
 				keep = "for up to " + d.opt.PoolIdle.String()
 			}
 			d.findShort(ConnWarning, "idle_session_timeout", fmt.Sprintf("idle_session_timeout %s (%s) shorter than the pools' idle time", fmtMs(t.Ms), scopeText(t)),
-				"idle_session_timeout is %s (%s) but pools keep idle connections %s (--pool-idle): the server closes them under the pool, and the next use of each fails (SQLSTATE 57P05); raise it above the pools' idle time, or shorten theirs",
+				"idle_session_timeout is %s (%s) but pools keep idle connections %s (--pool-idle): the server closes them under the pool, and the next use of each fails (SQLSTATE 57P05); raise it above the pools' idle time (ALTER ROLE … SET idle_session_timeout = …, at the scope shown) or shorten theirs",
 				fmtMs(t.Ms), scopeText(t), keep)
 		}
 	}
@@ -1113,6 +1118,7 @@ func (d *doctor) readPins(ctx context.Context) error {
 			continue // the doctor itself, not a client backend, or gone since
 		}
 		a.User, a.Database, a.Application, a.State, a.StateAgeSeconds = s.user, s.db, s.app, s.state, deref(s.stateAge)
+		a.StateAgeHidden = s.stateAge == nil
 		if s.hidden {
 			a.State = HiddenName
 		}
@@ -1132,13 +1138,15 @@ func (d *doctor) readPins(ctx context.Context) error {
 		if o.IdleTxTimeoutMs == 0 {
 			msg += "; nothing ends it: idle_in_transaction_session_timeout is 0 for its database and role"
 		}
+		msg += fmt.Sprintf("; fix: end it (SELECT pg_terminate_backend(%d)) and set a limit for its role: ALTER ROLE %s SET idle_in_transaction_session_timeout = '1min'", o.PID, roleName(o.User))
 		d.findShort(ConnWarning, "idle-in-transaction", fmt.Sprintf("%s idle in a transaction for %s or more (longest: pid %d, %s)", plural(len(idle), "session"), d.opt.IdleTx, o.PID, fmtSeconds(o.StateAgeSeconds)),
 			"%s", msg)
 	}
 	if n := len(p.LongTransactions); n > 0 {
 		o := p.LongTransactions[0]
 		d.findShort(ConnWarning, "long-transaction", fmt.Sprintf("%s open for %s or more (oldest: pid %d, %s)", plural(n, "transaction"), d.opt.LongTx, o.PID, fmtSeconds(o.XactAgeSeconds)),
-			"%s open for %s or more; the oldest: %s, open for %s, %s", plural(n, "transaction"), d.opt.LongTx, pinText(o), fmtSeconds(o.XactAgeSeconds), o.State)
+			"%s open for %s or more; the oldest: %s, open for %s, %s; fix: end it (SELECT pg_terminate_backend(%d)), and bound its role's statements: ALTER ROLE %s SET statement_timeout = '5min'",
+			plural(n, "transaction"), d.opt.LongTx, pinText(o), fmtSeconds(o.XactAgeSeconds), o.State, o.PID, roleName(o.User))
 	}
 	var sessionLevel []AdvisoryPin
 	for _, a := range p.AdvisoryLocks {
@@ -1149,8 +1157,8 @@ func (d *doctor) readPins(ctx context.Context) error {
 	if n := len(sessionLevel); n > 0 {
 		a := sessionLevel[0]
 		d.findShort(ConnWarning, "advisory-lock", fmt.Sprintf("%s with session-level advisory locks (pid %d)", plural(n, "session"), a.PID),
-			"%s with session-level advisory locks, which pin each to its client and break under transaction pooling; e.g. pid %d (user %s, application %q) holds %d (keys %s), idle for %s",
-			plural(n, "session"), a.PID, a.User, a.Application, a.Locks, strings.Join(a.Keys, " "), fmtSeconds(a.StateAgeSeconds))
+			"%s with session-level advisory locks, which pin each to its client and break under transaction pooling; e.g. pid %d (user %s, application %q) holds %d (keys %s), idle for %s; fix: have the client release them (pg_advisory_unlock, pg_advisory_unlock_all()) or use pg_advisory_xact_lock, or end the session: SELECT pg_terminate_backend(%d)",
+			plural(n, "session"), a.PID, a.User, a.Application, a.Locks, strings.Join(a.Keys, " "), fmtSeconds(a.StateAgeSeconds), a.PID)
 	}
 	switch {
 	case p.Hidden > 0:
@@ -1357,7 +1365,7 @@ func (d *doctor) plan() {
 			"the fleet may open %d connections at full pool size, %s of the %d usable slots (critical at %g%%); headroom %d", p.Total, pct(*p.Percent), *p.Usable, d.opt.CritPercent, *p.Headroom)
 	case *p.Percent >= d.opt.WarnPercent:
 		d.findShort(ConnWarning, "plan", fmt.Sprintf("planned fleet of %d connections, %s of the %d usable slots", p.Total, pct(*p.Percent), *p.Usable),
-			"the fleet may open %d connections at full pool size, %s of the %d usable slots (warning at %g%%); headroom %d", p.Total, pct(*p.Percent), *p.Usable, d.opt.WarnPercent, *p.Headroom)
+			"the fleet may open %d connections at full pool size, %s of the %d usable slots (warning at %g%%); headroom %d; fix: smaller pools (baton: --db-max-conns), fewer instances, or a higher max_connections", p.Total, pct(*p.Percent), *p.Usable, d.opt.WarnPercent, *p.Headroom)
 	default:
 		d.find(ConnOK, "plan", "the fleet may open %d connections at full pool size, %s of the %d usable slots; headroom %d", p.Total, pct(*p.Percent), *p.Usable, *p.Headroom)
 	}
@@ -1508,4 +1516,30 @@ func timeoutMs(v string) int64 {
 		return -1
 	}
 	return int64(math.Round(n * f))
+}
+
+// roleName quotes a role's name for an ALTER ROLE the user may paste, or
+// stands in "…" when it is unknown (hidden).
+func roleName(name string) string {
+	if name == "" {
+		return "…"
+	}
+	return pgx.Identifier{name}.Sanitize()
+}
+
+// uniqueLines drops the lines of msg that repeat an earlier one: pgx lists
+// each attempt of a connection, and with sslmode=prefer it makes two to the
+// same address (TLS, then plain), refused alike.
+func uniqueLines(msg string) string {
+	lines := strings.Split(msg, "\n")
+	seen := make(map[string]bool, len(lines))
+	out := lines[:0]
+	for _, l := range lines {
+		if seen[l] {
+			continue
+		}
+		seen[l] = true
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }

@@ -17,7 +17,7 @@ time, oldest first as far as they can, each waiting for the job's lease.
 Instants that already have a tick (run, skipped or pending) are left alone,
 so a backfill can be repeated safely. At most --max ticks per call.
 
-Exit status: 0 recorded; 64 usage error or no such job; 69 store unavailable;
+Exit status: 0 recorded; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
 `
 

@@ -18,10 +18,10 @@ import (
 )
 
 const benchHelp = `
-Usage: baton bench leases [flags]
-       baton bench fence [flags]     (PostgreSQL)
+Usage: baton bench outbox [flags]
        baton bench claims [flags]
-       baton bench outbox [flags]
+       baton bench leases [flags]
+       baton bench fence [flags]     (PostgreSQL)
 
 Where the benchmarks write: never where production's jobs, leases and
 events live. Against PostgreSQL (--db or BATON_DB) each run creates a
@@ -147,6 +147,9 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	// A bench's own, whatever BATON_SCHEMA and BATON_LOCK_DIR say.
 	fs.Lookup("schema").Usage = "PostgreSQL: run in schema `NAME` instead of a new baton_bench_PID (refused if production's: see above); with --pgbench-script, the script's schema (default " + postgres.PgbenchSchema + ")"
 	fs.Lookup("lock-dir").Usage = "local store: make the bench's temporary directory in `DIR` instead of $TMPDIR (BATON_LOCK_DIR is ignored)"
+	fs.Lookup("db").Usage = "the PostgreSQL database to measure, by a `DSN` (postgres://… URL or host=… dbname=…); the bench works in a schema of its own there (see above); default $BATON_DB, else (both unset) the local store"
+	maxConns := fs.Lookup("db-max-conns")
+	maxConns.Usage, maxConns.DefValue = "PostgreSQL: the most connections (`N`) the bench opens (default: one per client, the largest of --clients)", "0"
 	fs.StringVar(&c.clients, "clients", "1,4,16", "comma-separated numbers of concurrent clients")
 	fs.StringVar(&c.keys, "keys", "distinct,shared", "which key sets to measure: distinct, shared or both")
 	durationFlag(fs, &c.duration, "duration", 5*time.Second, "measure each configuration for `DURATION`")

@@ -12,14 +12,14 @@ import (
 )
 
 // flagsInHelp reads the flag names from the "Flags:" part of a --help text,
-// as flag.PrintDefaults lays them out ("  -name VALUE").
+// as printHelp lays them out ("  --name VALUE").
 func flagsInHelp(help string) []string {
 	_, flags, ok := strings.Cut(help, "\nFlags:\n")
 	if !ok {
 		return nil
 	}
 	var names []string
-	for _, m := range regexp.MustCompile(`(?m)^  -([^\s]+)`).FindAllStringSubmatch(flags, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --([^\s]+)`).FindAllStringSubmatch(flags, -1) {
 		names = append(names, m[1])
 	}
 	slices.Sort(names)

@@ -219,6 +219,13 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	info := st.leaser.Info()
 	log.Info("starting", "store", info.Kind, "location", info.Location, "config", c.config,
 		"jobs", len(file.Jobs), "id", d.ID, "version", d.Version, "feature_level", d.Level())
+	if zone := hostZone(time.Now()); zone != "" {
+		for _, j := range file.Jobs {
+			if w := zoneWarning(j, zone); w != "" {
+				log.Warn("job has no timezone; its schedule is read in UTC", "job", j.Name, "host_zone", zone, "hint", w)
+			}
+		}
+	}
 	// Publishing is the daemon's first write: a store that is away, or a
 	// standby until a failover ends, is waited for (--db-wait), as opening
 	// it was.

@@ -106,7 +106,7 @@ type tickRow struct {
 func (s store) ticks(t *testing.T, job string) []tickRow {
 	t.Helper()
 	r := s.run(t, "runs", "--json", "--attempts", "--limit", "100000", job)
-	if r.code == baton.ExitUsage && strings.Contains(r.stderr, "no job named") {
+	if r.code == baton.ExitNotFound && strings.Contains(r.stderr, "no job named") {
 		return nil // not yet published by the daemon that was just started
 	}
 	if r.code != 0 {

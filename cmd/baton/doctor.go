@@ -59,7 +59,7 @@ Checks of doctor local:
   tmp-cleaner        the directory is not under /tmp or /var/tmp, where
                      systemd-tmpfiles or tmpreaper delete old files, and with
                      a lock file its fencing token (/var/lib is safe)
-  lock-files         the <job>.lock files: their count; errors for entries
+  lock-files         the JOB.lock files: their count; errors for entries
                      that are not regular files or hold unreadable state; in
                      host scope, warnings for files that are not
                      group-read-writable or not of the directory's group
@@ -76,7 +76,7 @@ Exit status of doctor local: 0 healthy, or only warnings; 1 problems found
 user can tamper with); 64 usage error.
 
 doctor pg connects once, with one plain connection (no pool), named
-application_name baton/doctor/<host> unless the URL names one, with a
+application_name baton/doctor/HOST unless the URL names one, with a
 connect timeout of --connect-timeout unless the URL sets connect_timeout.
 It changes nothing and never prints a password. It knows PostgreSQL 13 to
 18: it reads server_version_num and asks current_setting(name, true) for
@@ -207,7 +207,12 @@ var doctorSubjects = []struct {
 // Run checks the subject named by the first argument.
 func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("doctor", c.env.Stdout, doctorHelp)
-	c.store.register(fs)
+	// doctor pg makes one plain connection: no pool, no schema, no
+	// waiting; doctor local reads --lock-dir and --scope.
+	c.store.register(fs, "schema", "db-max-conns", "db-wait", "verbose")
+	fs.Lookup("db").Usage = "doctor pg: the PostgreSQL server to check, by a `URL` to connect with (postgres://… or host=… dbname=…); default $BATON_DB. doctor local: only says that baton run would use PostgreSQL instead"
+	fs.Lookup("lock-dir").Usage = "doctor local: the lock directory `DIR` to check, as baton run would use it (default $BATON_LOCK_DIR, else " + flock.HostDir + " for host scope, $XDG_STATE_HOME/baton/locks for user scope)"
+	fs.Lookup("scope").Usage = "doctor local: the `SCOPE` whose lock directory to check: host or user (default $BATON_SCOPE, else host)"
 	fs.BoolVar(&c.json, "json", false, `print JSON; doctor local: {"dir", "scope", "findings": [{"level", "check", "message"}], "tmpfiles", "install"}; doctor pg: the report described above`)
 	c.pgOpt.register(fs)
 	pos, err := parseFlags(fs, args)
@@ -301,8 +306,8 @@ func (f *pgFlags) register(fs *flagSet) {
 	durationFlag(fs, &f.poolIdle, "pool-idle", postgres.DefaultPoolIdle, "doctor pg: how long the pools keep an idle connection (baton's: 1m; pgxpool's: 30m; HikariCP's: 10m; 0 for ever, as database/sql), to warn of a shorter idle_session_timeout")
 	fs.StringVar(&f.state, "state", "", "doctor pg: keep the session counters in this `file` and print what changed since the previous run")
 	fs.Var(planValue{&f.plan}, "plan", "doctor pg: a service of the fleet as `NAME=NxM`: N instances with pools of at most M connections (web=20x10); repeat for each service")
-	fs.Var(intsValue{&f.instances, "--instances"}, "instances", "doctor pg: instances of a service, paired in order with --pool-max (--instances 20 --pool-max 10 is --plan service1=20x10); repeatable")
-	fs.Var(intsValue{&f.poolMax, "--pool-max"}, "pool-max", "doctor pg: pool maximum of the service of the --instances of the same rank; repeatable")
+	fs.Var(intsValue{&f.instances, "--instances"}, "instances", "doctor pg: `N` instances of a service, paired in order with --pool-max (--instances 20 --pool-max 10 is --plan service1=20x10); repeatable")
+	fs.Var(intsValue{&f.poolMax, "--pool-max"}, "pool-max", "doctor pg: the pool maximum (`N`) of the service of the --instances of the same rank; repeatable")
 }
 
 // planValue collects --plan NAME=NxM.
@@ -513,7 +518,7 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 				level = "session advisory locks"
 			}
 			fmt.Fprintf(tw, "  %s\tpid %d\tuser %s, database %s, application %q: %d held (keys %s), %s for %s\n",
-				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, ageText(a.StateAgeSeconds))
+				level, a.PID, a.User, a.Database, a.Application, a.Locks, strings.Join(a.Keys, " "), a.State, advisoryAge(a))
 		}
 		if p.Hidden > 0 {
 			fmt.Fprintf(tw, "  unknown\t%d hidden sessions\tpins among them cannot be seen: %s\n", p.Hidden, postgres.GrantMonitor(r.Server.User))
@@ -674,6 +679,15 @@ func pinDetail(p postgres.ConnPin) string {
 		s += ", last query: " + p.Query
 	}
 	return s
+}
+
+// advisoryAge is how long a's session has been in its state, or "hidden"
+// when the doctor's role may not see it (never "0s").
+func advisoryAge(a postgres.AdvisoryPin) string {
+	if a.StateAgeHidden {
+		return "hidden"
+	}
+	return ageText(a.StateAgeSeconds)
 }
 
 func ageText(s float64) string {

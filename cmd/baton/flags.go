@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,12 +73,53 @@ func takesValue(f *flag.Flag) bool {
 	return !ok || !b.IsBoolFlag()
 }
 
+// printHelp prints the help text, then each flag as the docs spell it:
+// two dashes, and its value's placeholder in capitals (placeholder).
 func (fs *flagSet) printHelp() {
-	fmt.Fprint(fs.stdout, strings.TrimLeft(fs.help, "\n"))
-	fs.SetOutput(fs.stdout)
-	fmt.Fprintln(fs.stdout, "\nFlags:")
-	fs.PrintDefaults()
-	fs.SetOutput(io.Discard)
+	w := fs.stdout
+	fmt.Fprint(w, strings.TrimLeft(fs.help, "\n"))
+	fmt.Fprintln(w, "\nFlags:")
+	fs.VisitAll(func(f *flag.Flag) {
+		_, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if takesValue(f) {
+			fmt.Fprintf(w, " %s", placeholder(f))
+		}
+		fmt.Fprintf(w, "\n    \t%s", strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if def := f.DefValue; takesValue(f) && def != "" && def != "0" && def != "0s" && def != "[]" {
+			if isString(f) {
+				def = strconv.Quote(def)
+			}
+			fmt.Fprintf(w, " (default %s)", def)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// placeholder is the name of a flag's value in help and man pages, one
+// style throughout: the word in backquotes of its usage (--db DSN), else
+// one made from its type, in capitals (N for a number, VALUE else).
+func placeholder(f *flag.Flag) string {
+	name, _ := flag.UnquoteUsage(f)
+	switch {
+	case name == "int" || name == "uint" || name == "int64" || name == "uint64" || name == "float":
+		return "N"
+	case strings.Contains(strings.ToLower(fmt.Sprintf("%T", f.Value)), "duration"):
+		if name == "" || name == "value" || name == "duration" {
+			return "DURATION"
+		}
+	case name == "" || name == "string" || name == "value":
+		return "VALUE"
+	}
+	if name == strings.ToLower(name) {
+		return strings.ToUpper(name) // `file`, `percent`
+	}
+	return name // NAME=NxM
+}
+
+func isString(f *flag.Flag) bool {
+	name, _ := flag.UnquoteUsage(f)
+	return name == "string"
 }
 
 // parseFlags parses args, allowing flags before and after positional

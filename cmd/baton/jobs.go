@@ -17,7 +17,8 @@ Usage: baton jobs [flags]
 
 Lists the jobs in the store's schedule: schedule and zone, next tick, last
 outcome, the age of the last success, paused state, and drift (running
-daemons whose job file has another version of the job, or lacks it).
+daemons whose job file has another version of the job, or lacks it). A
+paused job has no next tick ("-"; no next_tick in --json): none is run.
 
 Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
 `
@@ -67,6 +68,9 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	rows := []jobRow{}
 	for _, dj := range jobs {
 		r := jobRow{DefinedJob: dj}
+		if dj.Paused {
+			r.NextTick = time.Time{} // a paused job has none: no tick of it is run
+		}
 		if !dj.LastSuccess.IsZero() {
 			r.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()
 		}

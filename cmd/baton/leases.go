@@ -19,7 +19,7 @@ token, its holder (host, pid, run ID) and, for PostgreSQL, its expiry by the
 database's clock. The first line names the store and its scope.
 
 For the local store, ALIVE says whether the recorded holder still runs (yes,
-no, or - when it cannot be told): the same boot of this host, and a process
+no, or - when it cannot be told or the lease is free): the same boot of this host, and a process
 with that pid and that start time. NOTE names the other processes that hold
 the lock or have its file open (a job run under flock(1), a child that
 inherited the descriptor), and problems such as a lock file removed or
@@ -83,7 +83,7 @@ func (c *LeasesCommand) Run(ctx context.Context, args []string) error {
 			holder = fmt.Sprintf("%s:%d", h.Host, h.PID)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Job, l.State, l.Token, holder,
-			yesNo(l.HolderAlive), stamp(h.AcquiredAt), stamp(h.Until), dash(h.Owner), dash(note(l)))
+			alive(l), stamp(h.AcquiredAt), stamp(h.Until), dash(h.Owner), dash(note(l)))
 		unreadable = max(unreadable, l.UnreadableProcs)
 	}
 	if err := tw.Flush(); err != nil {
@@ -93,6 +93,15 @@ func (c *LeasesCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.env.Stdout, "note: the descriptors of %d processes could not be read (other users'); as root, NOTE would name every process with a lock file open\n", unreadable)
 	}
 	return nil
+}
+
+// alive is the ALIVE column: whether the holder runs; "-" for a free
+// lease, released by its last holder, whose life says nothing of it.
+func alive(l baton.Lease) string {
+	if l.State == baton.LeaseFree {
+		return "-"
+	}
+	return yesNo(l.HolderAlive)
 }
 
 func yesNo(b *bool) string {

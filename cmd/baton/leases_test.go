@@ -95,8 +95,8 @@ func TestLeasesHolderAlive(t *testing.T) {
 	if f := strings.Fields(line); len(f) != 9 || f[1] != "held" || f[3] != fmt.Sprintf("%s:%d", held.Holder.Host, hold.Process.Pid) || f[4] != "yes" || f[8] != "-" {
 		t.Fatalf("text line %q, want held, holder pid %d, alive yes, no note", line, hold.Process.Pid)
 	}
-	if f := strings.Fields(leaseLine(t, s, "free")); f[1] != "free" || f[4] != "no" {
-		t.Fatalf("text line of free lease: %q, want free and alive no", f)
+	if f := strings.Fields(leaseLine(t, s, "free")); f[1] != "free" || f[4] != "-" {
+		t.Fatalf("text line of free lease: %q, want free and alive \"-\" (a free lease has no live holder to speak of)", f)
 	}
 
 	// SIGKILL: the guard kills the tree and lets go of the lock, without

@@ -90,7 +90,7 @@ var commands = []struct {
 	{"fence", "show or reset a resource's fencing high-water mark", func(e *Env) Command { return &FenceCommand{env: e} }},
 	{"http", "send an HTTP write with an idempotency key, retrying it with the same key", func(e *Env) Command { return &HTTPCommand{env: e} }},
 	{"migrate", "apply baton's schema migrations (PostgreSQL, or the local store's baton.db) and check its version", func(e *Env) Command { return &MigrateCommand{env: e} }},
-	{"bench", "measure leases, fences and schedule claims (bench leases|fence|claims)", func(e *Env) Command { return &BenchCommand{env: e} }},
+	{"bench", "measure the outbox relay, schedule claims, leases and fences (bench outbox|claims|leases|fence)", func(e *Env) Command { return &BenchCommand{env: e} }},
 	{"doctor", "check the lock directory (doctor local) or a PostgreSQL server's connection budget (doctor pg)", func(e *Env) Command { return &DoctorCommand{env: e} }},
 	{"setup", "one-time set-up as root: the group and lock directory that users of baton share (setup local)", func(e *Env) Command { return &SetupCommand{env: e} }},
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
@@ -116,6 +116,10 @@ var commands = []struct {
 func Main(ctx context.Context, args []string, env *Env) int {
 	if env.Started.IsZero() {
 		env.Started = time.Now()
+	}
+	if len(args) >= 2 && args[0] == "help" && args[1] != supervise.GuardCommand {
+		// baton help CMD is baton CMD --help.
+		args = []string{args[1], "--help"}
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(env.Stdout)
@@ -154,7 +158,8 @@ Commands:
 Store: the local store (flock files, one host) unless --db or BATON_DB
 names a PostgreSQL database (postgres://… URL, or host=… dbname=…).
 
-Run 'baton COMMAND --help' for a command's flags and exit statuses.
+Run 'baton help COMMAND' (or 'baton COMMAND --help') for a command's flags
+and exit statuses.
 `)
 }
 

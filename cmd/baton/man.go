@@ -95,9 +95,9 @@ func manPages(cmds []commandHelp, version string) map[string][]byte {
 			b.WriteString(".SH OPTIONS\n")
 		}
 		for _, f := range c.flags {
-			name, usage := flag.UnquoteUsage(f)
+			_, usage := flag.UnquoteUsage(f)
 			if takesValue(f) {
-				fmt.Fprintf(&b, ".TP\n.BI \"\\-\\-%s \" %s", roffText(f.Name), roffText(orValue(name)))
+				fmt.Fprintf(&b, ".TP\n.BI \"\\-\\-%s \" %s", roffText(f.Name), roffText(placeholder(f)))
 			} else {
 				fmt.Fprintf(&b, ".TP\n.B \\-\\-%s", roffText(f.Name))
 			}

@@ -18,7 +18,7 @@ Brings the store's schema up to date, and says where it stands. Both stores
 have one:
 
   PostgreSQL (--db or BATON_DB)  baton's tables in --schema (default baton),
-                                 recorded in <schema>.schema_migrations
+                                 recorded in SCHEMA.schema_migrations
   the local store                the schedule and the outbox in baton.db, a
                                  SQLite file in the lock directory, recorded
                                  in its table schema_migrations (the lock
@@ -49,8 +49,8 @@ Every command that opens the store checks, as this one does:
 
 docs/UPGRADE.md describes migrations, the version gate and upgrades.
 
---fence-only installs just the high-water-mark fence (table <schema>.fence and
-the SQL function <schema>.fence(resource, token)) in any database that holds
+--fence-only installs just the high-water-mark fence (table SCHEMA.fence and
+the SQL function SCHEMA.fence(resource, token)) in any database that holds
 results, e.g. the one a job writes to:
 
   baton migrate --fence-only --db postgres://app@db/reports

@@ -51,9 +51,9 @@ so that its key's later events go on; purge removes delivered and skipped
 events older than TIME (RFC 3339) or AGE (a duration: 24h), in small
 batches. Pending and dead events are never purged.
 
-Exit status: 0 done; 64 usage error, bad event, no such event, or (retry,
-skip) an event that is not dead; 65 (enqueue) the key names another event
-already; 69 store unavailable; 70 internal error; 75 (skip) an open
+Exit status: 0 done; 64 usage error, bad event, or (retry, skip) an event
+that is not dead; 65 (enqueue) the key names another event already; 66 no
+such event; 69 store unavailable; 70 internal error; 75 (skip) an open
 transaction holds the event's ordering key: try again after it commits.
 `
 

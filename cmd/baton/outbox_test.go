@@ -359,8 +359,8 @@ func TestOutboxCLI(t *testing.T) {
 		if r := s.run(t, "outbox", "skip", fmt.Sprint(second.ID)); r.code != 64 || !strings.Contains(r.stderr, "pending, not dead") {
 			t.Fatalf("skip of a pending event: exit %d %s; want 64 saying it is pending", r.code, r.stderr)
 		}
-		if r := s.run(t, "outbox", "retry", "999999"); r.code != 64 {
-			t.Fatalf("retry of no such event: exit %d %s; want 64", r.code, r.stderr)
+		if r := s.run(t, "outbox", "retry", "999999"); r.code != 66 {
+			t.Fatalf("retry of no such event: exit %d %s; want 66 (not found)", r.code, r.stderr)
 		}
 		if r := s.run(t, "outbox", "skip", fmt.Sprint(dead[0].ID)); r.code != 0 {
 			t.Fatalf("skip: exit %d %s", r.code, r.stderr)

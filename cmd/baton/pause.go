@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/batonhq/baton"
@@ -14,9 +15,10 @@ Usage: baton pause [--note TEXT] JOB
 pause stops scheduling JOB in every daemon: no ticks are created while it
 is paused (a running tick finishes; 'baton trigger' still works). resume
 schedules it again from now: the ticks of the paused time are not caught up.
-The pause and its note show in 'baton jobs'.
+The pause and its note show in 'baton jobs'. Pausing a paused job without
+--note keeps its note; --note '' clears it.
 
-Exit status: 0 done; 64 usage error or no such job; 69 store unavailable;
+Exit status: 0 done; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
 `
 
@@ -54,11 +56,32 @@ func (c *PauseCommand) Run(ctx context.Context, args []string) error {
 	if c.resume {
 		err = st.schedule.Resume(ctx, pos[0])
 	} else {
-		err = st.schedule.Pause(ctx, pos[0], c.note)
+		err = c.pause(ctx, st, pos[0], noted(fs, "note"))
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.env.Stdout, "%sd %s\n", name, pos[0])
 	return nil
+}
+
+// pause pauses job with --note, or without it (noted false) with the note
+// the job has, so that pausing again does not erase why it was paused.
+func (c *PauseCommand) pause(ctx context.Context, st *store, job string, noted bool) error {
+	note := c.note
+	if !noted {
+		dj, err := st.schedule.Job(ctx, job)
+		if err != nil {
+			return err
+		}
+		note = dj.PausedNote
+	}
+	return st.schedule.Pause(ctx, job, note)
+}
+
+// noted says whether flag name was given on the command line.
+func noted(fs *flagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -801,8 +801,8 @@ jobs:
 			{"backfill", "--from", "2020-01-01T00:00:00Z", "--to", "2020-01-01T00:00:02Z", "nosuchjob"},
 		} {
 			r := s.run(t, args...)
-			if r.code != baton.ExitUsage || !strings.Contains(r.stderr, "nosuchjob") {
-				t.Errorf("baton %v: exit %d, stderr %q; want %d naming the job", args, r.code, r.stderr, baton.ExitUsage)
+			if r.code != baton.ExitNotFound || !strings.Contains(r.stderr, "nosuchjob") {
+				t.Errorf("baton %v: exit %d, stderr %q; want %d (not found) naming the job", args, r.code, r.stderr, baton.ExitNotFound)
 			}
 		}
 		r = s.run(t, "backfill", "--from", "2020-01-01T00:00:02Z", "--to", "2020-01-01T00:00:00Z", "tick")

@@ -52,7 +52,7 @@ lock is held from the check to the rename. There, when BATON_JOB names the
 job (baton run sets it), the token is also checked against the job's lease:
 a token above the job's current term was never issued and is refused, and
 one below it is stale (exit 77). Without a PostgreSQL store, the marks are
-files in the local store's lock directory (<resource>.fence), so every
+files in the local store's lock directory (RESOURCE.fence), so every
 writer of a resource must use the same --lock-dir and --scope. 'baton fence
 show|reset RESOURCE' reads or, with a confirmation, resets a mark.
 

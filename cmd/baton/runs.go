@@ -21,7 +21,8 @@ attempts made, the host and fencing token of the last attempt, its exit
 code and why (for outcomes other than succeeded and failed). --attempts
 lists each attempt; --json adds the output tail.
 
-Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
+Exit status: 0 listed; 64 usage error; 66 no such job; 69 store unavailable;
+70 internal error.
 `
 
 // RunsCommand is `baton runs`.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/runcmd"
 	"github.com/batonhq/baton/web"
 )
 
@@ -39,7 +40,17 @@ last_success, last_success_age, expected_interval, overdue, paused, drift,
 feature_level and level_note; each daemon version and feature_level; each
 relay of the outbox version.
 
-Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal error.
+A paused job shows no next tick ("-"; none in --json): none is run.
+
+--check makes the exit status say whether all is well, for monitors (as
+doctor pg): 0 ok; 1 a job failing (its last ended tick neither succeeded
+nor was skipped) or overdue; 2 the store is unreachable (after --db-wait:
+set --db-wait 0 for an answer at once). The report is printed as without
+--check.
+
+Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal
+error. With --check: 0 ok; 1 failing or overdue; 2 store unreachable; 64
+usage error; 70 internal error.
 `
 
 // StatusCommand is `baton status`.
@@ -47,6 +58,7 @@ type StatusCommand struct {
 	env   *Env
 	store storeFlags
 	json  bool
+	check bool
 }
 
 // Run prints the overview.
@@ -54,6 +66,7 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("status", c.env.Stdout, statusHelp)
 	c.store.register(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON: {\"summary\": {…}, \"jobs\": […], \"daemons\": […], \"leases\": […], \"outbox\": {…}}")
+	fs.BoolVar(&c.check, "check", false, "exit 0 when all is well, 1 when a job is failing or overdue, 2 when the store is unreachable (for monitors)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -61,6 +74,29 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return baton.Invalid("arguments", "baton status takes none, got %q", pos)
 	}
+	err = c.show(ctx)
+	if !c.check {
+		return err
+	}
+	switch baton.ErrorCode(err) {
+	case "":
+		return nil
+	case baton.EUNAVAILABLE:
+		runcmd.Status(c.env.Stderr, "status", err)
+		return ExitError{statusUnreachable}
+	}
+	return err
+}
+
+// Exit statuses of baton status --check.
+const (
+	statusFailing     = 1
+	statusUnreachable = 2
+)
+
+// show prints the overview; with --check, an ExitError when a job is
+// failing or overdue.
+func (c *StatusCommand) show(ctx context.Context) error {
 	st, err := c.store.openSchedule(ctx, c.env, "status")
 	if err != nil {
 		return err
@@ -74,10 +110,20 @@ func (c *StatusCommand) Run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if c.json {
-		return printJSON(c.env.Stdout, o)
+	for i := range o.Jobs {
+		if o.Jobs[i].Paused {
+			o.Jobs[i].NextTick = time.Time{} // none is run
+		}
 	}
-	return printStatus(c.env, o)
+	if c.json {
+		err = printJSON(c.env.Stdout, o)
+	} else {
+		err = printStatus(c.env, o)
+	}
+	if err == nil && c.check && (o.Summary.Failing > 0 || o.Summary.Overdue > 0) {
+		return ExitError{statusFailing}
+	}
+	return err
 }
 
 func printStatus(env *Env, o *web.Overview) error {

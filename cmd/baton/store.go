@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,14 +42,33 @@ type storeFlags struct {
 // built from other migration files), which the others refuse, exit 69.
 var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
-func (f *storeFlags) register(fs *flagSet) {
-	fs.Var(dbFlag{&f.db}, "db", "PostgreSQL `DSN` (postgres://… URL or host=… dbname=…; several hosts with target_session_attrs=read-write follow a failover) for leases shared by a fleet; default $BATON_DB, else (both unset) the local store")
-	fs.StringVar(&f.schema, "schema", "", "PostgreSQL schema holding baton's tables (default $BATON_SCHEMA, else "+postgres.DefaultSchema+")")
-	fs.StringVar(&f.lockDir, "lock-dir", "", "local store: directory of lock files (default $BATON_LOCK_DIR, else "+flock.HostDir+" for host scope, $XDG_STATE_HOME/baton/locks for user scope)")
-	fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock: host (every user of this host) or user (default $BATON_SCOPE, else host)")
-	fs.IntVar(&f.maxConns, "db-max-conns", postgres.DefaultMaxConns, "PostgreSQL: most connections this process opens")
-	fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
-	durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69; a refused login, a missing database or an unusable lock directory fails at once")
+// register adds the store's flags to fs, less those named in omit (flags a
+// command does not use are not listed). Their help says what they select
+// and nothing of what the command does with it; a command that uses one
+// otherwise (doctor's --db) says so in its own words (fs.Lookup).
+func (f *storeFlags) register(fs *flagSet, omit ...string) {
+	add := func(name string) bool { return !slices.Contains(omit, name) }
+	if add("db") {
+		fs.Var(dbFlag{&f.db}, "db", "the PostgreSQL store: a `DSN` (postgres://… URL or host=… dbname=…; several hosts with target_session_attrs=read-write follow a failover); default $BATON_DB, else (both unset) the local store")
+	}
+	if add("schema") {
+		fs.StringVar(&f.schema, "schema", "", "PostgreSQL: the schema `NAME` holding baton's tables (default $BATON_SCHEMA, else "+postgres.DefaultSchema+")")
+	}
+	if add("lock-dir") {
+		fs.StringVar(&f.lockDir, "lock-dir", "", "local store: the `DIR` of lock files and baton.db (default $BATON_LOCK_DIR, else "+flock.HostDir+" for host scope, $XDG_STATE_HOME/baton/locks for user scope)")
+	}
+	if add("scope") {
+		fs.StringVar(&f.scope, "scope", "", "local store: who competes for a job's lock, a `SCOPE`: host (every user of this host) or user (default $BATON_SCOPE, else host)")
+	}
+	if add("db-max-conns") {
+		fs.IntVar(&f.maxConns, "db-max-conns", postgres.DefaultMaxConns, "PostgreSQL: the most connections (`N`) this process opens to the store")
+	}
+	if add("verbose") {
+		fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
+	}
+	if add("db-wait") {
+		durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69; a refused login, a missing database or an unusable lock directory fails at once")
+	}
 }
 
 // dbFlag is --db. An empty value is refused: it would silently mean the

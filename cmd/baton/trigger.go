@@ -15,7 +15,7 @@ Records a manual tick of JOB at the store's current time; the next daemon
 to look claims it and runs it under the job's lease and overlap policy,
 like a scheduled tick. Prints the tick and its idempotency key.
 
-Exit status: 0 recorded; 64 usage error or no such job; 69 store unavailable;
+Exit status: 0 recorded; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
 `
 

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -20,10 +21,22 @@ store: every problem is listed with its line, column and field. A valid file
 prints each job with its version and its next tick. A file without jobs
 (empty, or its jobs commented out) is invalid unless it says 'jobs: []'; the
 limits on a file's size, a job's name and its command are in docs/JOBS.md.
-Warnings (legal but likely wrong, e.g. retries that outlast key_retention)
-go to stderr and do not change the exit status.
+An invalid file prints one problem per line on stderr, as compilers do,
+so that editors can jump to each:
 
-Exit status: 0 valid; 64 invalid file or usage error.
+  FILE:LINE:COL: PATH: MESSAGE     (jobs.yaml:3:15: jobs[0](backup).schedule: …)
+
+With --json, stdout has {"file", "valid", "jobs"} for a valid file and
+{"file", "valid": false, "problems": [{"line", "column", "field",
+"message"}], "omitted"} for an invalid one (line and column 0 when
+unknown; omitted counts the problems past the first 50).
+
+Warnings (legal but likely wrong, e.g. retries that outlast key_retention,
+or a job without timezone on a host whose zone is not UTC: cron would read
+its schedule in the host's zone, baton reads it in UTC) go to stderr, one
+per job and warning, and do not change the exit status.
+
+Exit status: 0 valid; 64 invalid file (its problems printed) or usage error.
 `
 
 // ValidateCommand is `baton validate`.
@@ -45,7 +58,7 @@ type validatedJob struct {
 // Run validates the file.
 func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("validate", c.env.Stdout, validateHelp)
-	fs.BoolVar(&c.json, "json", false, "print the jobs, defaults applied, as JSON")
+	fs.BoolVar(&c.json, "json", false, "print the jobs, defaults applied, or the problems of an invalid file, as JSON")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -54,27 +67,37 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		return baton.Invalid("arguments", "want one job file, got %d arguments", len(pos))
 	}
 	file, err := jobfile.Load(pos[0])
+	var invalid *jobfile.Error
+	if errors.As(err, &invalid) {
+		return c.problems(invalid)
+	}
 	if err != nil {
 		return err
 	}
 	now := time.Now()
+	zone := hostZone(now)
 	out := []validatedJob{}
 	for _, j := range file.Jobs {
 		cj, err := scheduler.Compile(j)
 		if err != nil {
 			return err
 		}
+		warnings := scheduler.Warnings(j)
+		if w := zoneWarning(j, zone); w != "" {
+			warnings = append(warnings, w)
+		}
 		out = append(out, validatedJob{Name: j.Name, Version: j.Version(), Schedule: j.Schedule,
-			Timezone: cmp.Or(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j, Warnings: scheduler.Warnings(j)})
-		for _, w := range scheduler.Warnings(j) {
+			Timezone: cmp.Or(j.Timezone, "UTC"), NextTick: cj.Next(now), Job: j, Warnings: warnings})
+		for _, w := range warnings {
 			fmt.Fprintf(c.env.Stderr, "baton validate: warning: job %s: %s\n", j.Name, w)
 		}
 	}
 	if c.json {
 		return printJSON(c.env.Stdout, struct {
-			File string         `json:"file"`
-			Jobs []validatedJob `json:"jobs"`
-		}{file.Path, out})
+			File  string         `json:"file"`
+			Valid bool           `json:"valid"`
+			Jobs  []validatedJob `json:"jobs"`
+		}{file.Path, true, out})
 	}
 	fmt.Fprintf(c.env.Stdout, "%s: %d jobs, valid\n", file.Path, len(out))
 	if len(out) == 0 {
@@ -91,4 +114,35 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Version, v.Schedule, v.Timezone, next)
 	}
 	return tw.Flush()
+}
+
+// problem is one problem of an invalid file in validate's --json.
+type problem struct {
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// problems prints an invalid file's problems, one per line on stderr
+// (FILE:LINE:COL: PATH: MESSAGE), or as JSON on stdout with --json, and
+// exits 64 without a message of its own.
+func (c *ValidateCommand) problems(e *jobfile.Error) error {
+	if !c.json {
+		fmt.Fprintln(c.env.Stderr, e.Error())
+		return ExitError{baton.ExitUsage}
+	}
+	out := make([]problem, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = problem{p.Line, p.Column, p.Field, p.Message}
+	}
+	if err := printJSON(c.env.Stdout, struct {
+		File     string    `json:"file"`
+		Valid    bool      `json:"valid"`
+		Problems []problem `json:"problems"`
+		Omitted  int       `json:"omitted"`
+	}{e.Path, false, out, e.Omitted()}); err != nil {
+		return err
+	}
+	return ExitError{baton.ExitUsage}
 }

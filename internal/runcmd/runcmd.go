@@ -100,7 +100,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	DurationVar(fs, &o.TTL, "ttl", 30*time.Second, "lease `TTL`, judged by the store's clock; renewed about every TTL/3")
 	DurationVar(fs, &o.KillAfter, "kill-after", 10*time.Second, "after TERM, wait `DURATION` before KILL (at most TTL/3)")
 	fs.IntVar(&o.BusyCode, "busy-exit-code", baton.ExitBusy, "exit status when the lease is held elsewhere (0-255)")
-	fs.BoolVar(&o.Quiet, "quiet", false, "say nothing when the lease is busy")
+	fs.BoolVar(&o.Quiet, "quiet", false, "say nothing when the lease is busy, as flock -n (by default one line on stderr, which cron mails)")
 	fs.StringVar(&o.Strays, "strays", "wait", "processes the command leaves running when it exits: wait (hold the lease until they exit), kill (TERM, then KILL after --kill-after) or report (release at once)")
 	DurationVar(fs, &o.MaxRun, "max-run", 0, "stop the command's whole tree after `DURATION` and exit 124 (0: no limit)")
 	fs.StringVar(&o.Result, "json-result", "", "append a JSON line describing the run to `FILE` (- for stderr)")
