@@ -31,6 +31,8 @@ cleanup() {
     as_pg "$PGBIN/pg_ctl" -D "$pgdir/data" -m immediate -w stop >/dev/null 2>&1
   fi
   [ -n "$pgdir" ] && rm -rf "$pgdir"
+  # KEEP=DIR keeps the run's files (daemon logs, job file) there.
+  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp -r "$tmp"/. "$KEEP"/
   rm -rf "$tmp"
 }
 trap cleanup EXIT
