@@ -13,8 +13,8 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/internal/pgtest"
-	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/outbox"
+	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
 	"github.com/batonhq/baton/supervise"
@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	name   string
 	store  *scheduler.Store
-	outbox *outbox.Store // the same database's outbox
+	outbox *outbox.Store                   // the same database's outbox
 	leaser func(t *testing.T) baton.Leaser // a fresh handle, as another process would have
 }
 
