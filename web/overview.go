@@ -192,6 +192,9 @@ func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, now time.Tim
 		Paused: dj.Paused, PausedNote: dj.PausedNote,
 		FeatureLevel: dj.FeatureLevel, LevelNote: scheduler.LevelNote(dj.FeatureLevel, daemons),
 	}
+	if dj.Paused {
+		js.NextTick = time.Time{} // it will not run until resumed
+	}
 	if !dj.LastSuccess.IsZero() {
 		js.SuccessAge = now.Sub(dj.LastSuccess).Round(time.Second).String()
 	}
