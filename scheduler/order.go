@@ -15,8 +15,7 @@ import (
 // is ended instead, with its last attempt's outcome or skipped-missed, and
 // ok is false.
 func (d *Daemon) startAttempt(ctx context.Context, c Claim, prev string, attempts int, term *baton.Term, log *slog.Logger) (attempt int, ok bool, err error) {
-	a := d.starts.call(startCall{tick: c.Tick, prev: prev, daemon: d.ID, host: d.Host, term: term})
-	attempt, ok, err = a.attempt, a.attempt > 0, a.err
+	attempt, ok, err = d.Store.StartAttemptInOrder(ctx, c.Tick, prev, d.ID, d.Host, term)
 	var ov *Overtaken
 	if !errors.As(err, &ov) {
 		return attempt, ok, err

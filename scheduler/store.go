@@ -309,36 +309,15 @@ type skipKey struct {
 // claimDue is ClaimDue by a daemon of feature level own that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer).
 func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
-	out, missed, _, err := s.claimShare(ctx, daemon, own, claimTTL, limit, 1)
-	return out, missed, err
-}
-
-// claimShare is claimDue by one of live daemons: when more than one is
-// live, it claims at most its share of the jobs due now (rounded up, at
-// least one), so that a few due ticks spread over the fleet rather than
-// going all to the first daemon to poll. capped says the share, not
-// limit, bounded the claim.
-func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit, live int) ([]Claim, map[skipKey]int, bool, error) {
 	var out []Claim
 	var missed map[skipKey]int
-	var capped bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out, missed, capped = out[:0], map[skipKey]int{}, false
+		out, missed = out[:0], map[skipKey]int{}
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		take := limit
-		if live > 1 {
-			var due int
-			if err := tx.QueryRowContext(ctx, s.query("count_due"), s.ts(now), limit*live, own).Scan(&due); err != nil {
-				return s.translate(err, "counting due jobs")
-			}
-			if share := max(1, (due+live-1)/live); share < limit {
-				take, capped = share, true
-			}
-		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), take, own)
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -368,7 +347,6 @@ func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
-		capped = capped && len(jobs) == take
 		var up Uptime
 		if len(jobs) > 0 {
 			oldest := jobs[0].next // claim_jobs orders them by next tick
@@ -376,9 +354,6 @@ func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL
 				return err
 			}
 		}
-		var ticks []plannedTick
-		var names []string
-		var nexts []time.Time
 		for _, d := range jobs {
 			c, err := Compile(d.job)
 			if err != nil { // stored definitions were valid when written
@@ -393,112 +368,31 @@ func (s *Store) claimShare(ctx context.Context, daemon string, own int, claimTTL
 			}
 			for i, p := range planned {
 				tick := baton.Tick{Job: d.job.Name, At: p.At, Version: d.ver, Kind: baton.TickScheduled}
-				ticks = append(ticks, plannedTick{tick: tick, p: p, job: d.job, catchUp: i < last})
+				state, outcome, claimedBy := baton.TickPending, any(nil), daemon
+				if !p.Run {
+					state, outcome, claimedBy = baton.TickDone, string(baton.OutcomeSkippedMissed), ""
+				}
+				res, err := tx.ExecContext(ctx, s.query("insert_tick"), tick.Job, s.ts(tick.At), tick.Version,
+					tick.Kind, state, outcome, p.Reason, claimedBy, ms(claimTTL))
+				if err != nil {
+					return s.translate(err, "recording a tick of "+tick.Job)
+				}
+				if n, _ := res.RowsAffected(); n == 1 && p.Run {
+					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job, CatchUp: i < last})
+				} else if n == 1 {
+					missed[skipKey{tick.Job, p.Skip}]++
+				}
 			}
-			names, nexts = append(names, d.job.Name), append(nexts, next)
-		}
-		inserted, err := s.insertTicks(ctx, tx, daemon, claimTTL, ticks)
-		if err != nil {
-			return err
-		}
-		for i, pt := range ticks {
-			switch {
-			case inserted[i] && pt.p.Run:
-				out = append(out, Claim{Tick: pt.tick, State: baton.TickPending, Job: pt.job, CatchUp: pt.catchUp})
-			case inserted[i]:
-				missed[skipKey{pt.tick.Job, pt.p.Skip}]++
+			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {
+				return s.translate(err, "advancing "+d.job.Name)
 			}
 		}
-		return s.advanceJobs(ctx, tx, names, nexts)
+		return nil
 	})
 	if err != nil {
 		missed = nil // rolled back
 	}
-	return out, missed, capped, err
-}
-
-// plannedTick is a tick a claim records: claimed to run, or ended
-// skipped-missed.
-type plannedTick struct {
-	tick    baton.Tick
-	p       Planned
-	job     baton.Job
-	catchUp bool
-}
-
-// insertTicks records a claim's ticks (insert_tick.sql for each; in
-// PostgreSQL one statement for all, postgres/insert_ticks.sql) and says
-// which were new: a tick that exists already stays as it is.
-func (s *Store) insertTicks(ctx context.Context, tx *sql.Tx, daemon string, claimTTL time.Duration, ticks []plannedTick) ([]bool, error) {
-	inserted := make([]bool, len(ticks))
-	if len(ticks) == 0 {
-		return inserted, nil
-	}
-	row := func(pt plannedTick) (state string, outcome *string, claimedBy string) {
-		if pt.p.Run {
-			return baton.TickPending, nil, daemon
-		}
-		o := string(baton.OutcomeSkippedMissed)
-		return baton.TickDone, &o, ""
-	}
-	if s.dialect != Postgres {
-		for i, pt := range ticks {
-			state, outcome, claimedBy := row(pt)
-			res, err := tx.ExecContext(ctx, s.query("insert_tick"), pt.tick.Job, s.ts(pt.tick.At), pt.tick.Version,
-				pt.tick.Kind, state, outcome, pt.p.Reason, claimedBy, ms(claimTTL))
-			if err != nil {
-				return nil, s.translate(err, "recording a tick of "+pt.tick.Job)
-			}
-			n, _ := res.RowsAffected()
-			inserted[i] = n == 1
-		}
-		return inserted, nil
-	}
-	n := len(ticks)
-	jobs, versions, kinds, states, reasons, claimedBy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	ats, outcomes := make([]time.Time, n), make([]*string, n)
-	at := make(map[string]int, n)
-	for i, pt := range ticks {
-		jobs[i], ats[i], versions[i], kinds[i], reasons[i] = pt.tick.Job, pt.tick.At.UTC().Truncate(time.Microsecond), pt.tick.Version, pt.tick.Kind, pt.p.Reason
-		states[i], outcomes[i], claimedBy[i] = row(pt)
-		at[pt.tick.IdempotencyKey()] = i
-	}
-	rows, err := tx.QueryContext(ctx, s.query("postgres/insert_ticks"), jobs, ats, versions, kinds, states, outcomes, reasons, claimedBy, ms(claimTTL))
-	if err != nil {
-		return nil, s.translate(err, "recording a claim's ticks")
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var t baton.Tick
-		var when dbTime
-		if err := rows.Scan(&t.Job, &when); err != nil {
-			return nil, s.translate(err, "recording a claim's ticks")
-		}
-		t.At = when.Time
-		if i, ok := at[t.IdempotencyKey()]; ok {
-			inserted[i] = true
-		}
-	}
-	return inserted, s.translate(rows.Err(), "recording a claim's ticks")
-}
-
-// advanceJobs sets the claimed jobs' next ticks (advance_job.sql for each;
-// in PostgreSQL one statement, postgres/advance_jobs.sql).
-func (s *Store) advanceJobs(ctx context.Context, tx *sql.Tx, names []string, nexts []time.Time) error {
-	if s.dialect == Postgres && len(names) > 1 {
-		utc := make([]time.Time, len(nexts))
-		for i, t := range nexts {
-			utc[i] = t.UTC().Truncate(time.Microsecond)
-		}
-		_, err := tx.ExecContext(ctx, s.query("postgres/advance_jobs"), names, utc)
-		return s.translate(err, "advancing the claimed jobs")
-	}
-	for i, name := range names {
-		if _, err := tx.ExecContext(ctx, s.query("advance_job"), name, s.ts(nexts[i])); err != nil {
-			return s.translate(err, "advancing "+name)
-		}
-	}
-	return nil
+	return out, missed, err
 }
 
 // uptime is when daemons ran since after (see Uptime): the claiming daemon
@@ -690,32 +584,6 @@ func (s *Store) RenewClaims(ctx context.Context, daemon string, claimTTL time.Du
 	return s.translate(err, "renewing claims")
 }
 
-// RenewHeld extends the claims of the open ticks daemon is working on, and
-// of no other: a tick claimed in its name that it no longer works on (its
-// handling gave up) lapses after claimTTL, and another daemon takes it
-// over, rather than staying open for as long as the daemon lives.
-func (s *Store) RenewHeld(ctx context.Context, daemon string, claimTTL time.Duration, ticks []baton.Tick) error {
-	if len(ticks) == 0 {
-		return nil
-	}
-	if s.dialect == Postgres {
-		jobs, ats := make([]string, len(ticks)), make([]time.Time, len(ticks))
-		for i, t := range ticks {
-			jobs[i], ats[i] = t.Job, t.At.UTC().Truncate(time.Microsecond)
-		}
-		_, err := s.db.ExecContext(ctx, s.query("postgres/renew_held"), daemon, ms(claimTTL), jobs, ats)
-		return s.translate(err, "renewing claims")
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range ticks {
-			if _, err := tx.ExecContext(ctx, s.query("renew_tick"), daemon, ms(claimTTL), t.Job, s.ts(t.At)); err != nil {
-				return s.translate(err, "renewing claims")
-			}
-		}
-		return nil
-	})
-}
-
 // ReleaseClaim gives an open tick back for any daemon to take at once.
 func (s *Store) ReleaseClaim(ctx context.Context, t baton.Tick, daemon string) error {
 	_, err := s.db.ExecContext(ctx, s.query("release_claim"), t.Job, s.ts(t.At), daemon)
@@ -743,39 +611,31 @@ func (s *Store) StartAttemptInOrder(ctx context.Context, t baton.Tick, prevRunID
 func (s *Store) startAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, bool, error) {
 	var attempt int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		attempt, err = s.start(ctx, tx, t, prevRunID, daemon, host, term, inOrder)
-		return err
+		if inOrder {
+			if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return s.translate(err, "locking job "+t.Job)
+			}
+			later, err := s.laterStart(ctx, tx, t)
+			if err != nil {
+				return err
+			}
+			if !later.IsZero() {
+				return &Overtaken{Later: later}
+			}
+		}
+		err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
+			term.Owner, host, term.Token).Scan(&attempt)
+		if errors.Is(err, sql.ErrNoRows) {
+			attempt = 0
+			return nil
+		}
+		if err != nil {
+			return s.translate(err, "starting "+t.IdempotencyKey())
+		}
+		_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
+		return s.translate(err, "recording an attempt of "+t.IdempotencyKey())
 	})
 	return attempt, attempt > 0, err
-}
-
-// start is startAttempt in tx: the attempt's number, 0 when another
-// attempt or an outcome came first.
-func (s *Store) start(ctx context.Context, tx *sql.Tx, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, error) {
-	if inOrder {
-		if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return 0, s.translate(err, "locking job "+t.Job)
-		}
-		later, err := s.laterStart(ctx, tx, t)
-		if err != nil {
-			return 0, err
-		}
-		if !later.IsZero() {
-			return 0, &Overtaken{Later: later}
-		}
-	}
-	var attempt int
-	err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
-		term.Owner, host, term.Token).Scan(&attempt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, s.translate(err, "starting "+t.IdempotencyKey())
-	}
-	_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
-	return attempt, s.translate(err, "recording an attempt of "+t.IdempotencyKey())
 }
 
 // Ending is how an attempt (or a tick without one) ended.
@@ -1071,13 +931,6 @@ func (s *Store) Touch(ctx context.Context, id string) (bool, error) {
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
-}
-
-// Live counts the daemons seen within the last within.
-func (s *Store) Live(ctx context.Context, within time.Duration) (int, error) {
-	var n int
-	err := s.db.QueryRowContext(ctx, s.query("count_daemons"), ms(within)).Scan(&n)
-	return n, s.translate(err, "counting daemons")
 }
 
 // Unregister removes a daemon that is stopping.
