@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -176,7 +177,7 @@ func (c *NotifyCommand) mail(ctx context.Context, key, subject, body string) err
 	from := c.from
 	if from == "" {
 		host, _ := os.Hostname()
-		from = "baton@" + cmpOr(host, "localhost")
+		from = "baton@" + cmp.Or(host, "localhost")
 	}
 	sum := sha256.Sum256([]byte(key))
 	var msg bytes.Buffer
@@ -237,10 +238,3 @@ func (c *NotifyCommand) slack(ctx context.Context, subject, body string) error {
 
 // exitTempFail (EX_TEMPFAIL) asks an exec sink's relay to retry.
 const exitTempFail = 75
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
