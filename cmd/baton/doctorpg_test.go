@@ -290,7 +290,7 @@ func TestDoctorPGUsage(t *testing.T) {
 		"usable", "client backend", "pg_read_all_stats", "idle in a transaction", "backend_xmin", "pg_blocking_pids", "advisory",
 		"idle_session_timeout", "transaction_timeout", "sessions_abandoned", "53300", "Exit status of doctor pg", "1 WARNING", "2 CRITICAL", "3 UNKNOWN",
 		"64 usage error", "-reserved-db", "-warn", "-crit", "-long-tx", "-idle-tx", "-pool-idle", "-state", "-plan", "-instances", "-pool-max", "-connect-timeout",
-		"baton/doctor/<host>", "docs/DOCTOR.md", "replication", "pg_stat_replication", "synchronous_standby_names", "target_session_attrs=read-write",
+		"baton/doctor/HOST", "docs/DOCTOR.md", "replication", "pg_stat_replication", "synchronous_standby_names", "target_session_attrs=read-write",
 		"baton migrate --new-epoch"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("baton doctor --help lacks %q", want)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/batonhq/baton/scheduler"
 )
 
 // markerLines is what the runs of a job wrote to path, one line a run.
@@ -203,8 +205,8 @@ func TestFleetVersions(t *testing.T) {
 		if st.SchemaVersion != schema {
 			t.Errorf("status --json: schema_version %d, want %d", st.SchemaVersion, schema)
 		}
-		if len(st.Daemons) != 1 || st.Daemons[0].Version != version || st.Daemons[0].FeatureLevel != 1 {
-			t.Errorf("status --json daemons: %+v, want one of %q at level 1", st.Daemons, version)
+		if len(st.Daemons) != 1 || st.Daemons[0].Version != version || st.Daemons[0].FeatureLevel != scheduler.FeatureLevel {
+			t.Errorf("status --json daemons: %+v, want one of %q at level %d", st.Daemons, version, scheduler.FeatureLevel)
 		}
 		var relayVersions []string
 		for _, rl := range st.Outbox.Relays {
@@ -237,7 +239,7 @@ func TestFleetVersions(t *testing.T) {
 		for _, want := range []string{
 			`baton_build_info{goversion="go1.`, `version="dev"} 1`,
 			fmt.Sprintf("baton_schema_version %d\n", schema),
-			"baton_daemon_feature_level 1\n",
+			fmt.Sprintf("baton_daemon_feature_level %d\n", scheduler.FeatureLevel),
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %q", want)
