@@ -199,6 +199,11 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 	told := false
 	for {
 		err := try()
+		if e, ok := interrupted(ctx); ok && err != nil {
+			// A signal cancelled the attempt: that ends the command
+			// (128+n), not a store that is away (69).
+			return e
+		}
 		if err == nil || baton.ErrorCode(err) != baton.EUNAVAILABLE || errors.As(err, new(notTransient)) || time.Now().After(deadline) {
 			if err == nil && told {
 				fmt.Fprintf(env.Stderr, "baton: the store answers again\n")
@@ -213,6 +218,9 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 		sleep := min(wait.Next(), time.Until(deadline))
 		select {
 		case <-ctx.Done():
+			if e, ok := interrupted(ctx); ok {
+				return e
+			}
 			return err
 		case <-time.After(max(sleep, 0)):
 		}
