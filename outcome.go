@@ -18,3 +18,14 @@ const (
 	// only where the receiver keeps keys; the daemon does not retry it.
 	OutcomeUnknown Outcome = "unknown"
 )
+
+// Failed says whether o is a failure: the outcomes a run notification is
+// about, and that count in a job's failures in a row (not success, not
+// the skips).
+func (o Outcome) Failed() bool {
+	switch o {
+	case OutcomeFailed, OutcomeTimedOut, OutcomeLostLease, OutcomeUnknown, OutcomeFenced, OutcomeError:
+		return true
+	}
+	return false
+}

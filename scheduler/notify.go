@@ -71,16 +71,6 @@ func NotifyKey(t baton.Tick, attempt int, kind string) string {
 	return t.Job + "/" + baton.FormatTick(t.At) + "/" + strconv.Itoa(attempt) + "/" + kind
 }
 
-// failure says whether o counts as a failure in a row: the outcomes a
-// notification may be about, but for success and skips.
-func failure(o baton.Outcome) bool {
-	switch o {
-	case baton.OutcomeFailed, baton.OutcomeTimedOut, baton.OutcomeLostLease, baton.OutcomeUnknown, baton.OutcomeFenced, baton.OutcomeError:
-		return true
-	}
-	return false
-}
-
 // notify enqueues, in tx, the notification the tick's outcome e makes
 // under its job's rule, if any: an outcome the rule lists once the job
 // has failed Rule.After times in a row, counting this one; "recovered",
@@ -90,7 +80,7 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) 
 	if n == nil || e.RetryAfter > 0 {
 		return nil
 	}
-	fails := failure(e.Outcome)
+	fails := e.Outcome.Failed()
 	if !fails && e.Outcome != baton.OutcomeSucceeded {
 		return nil // a skip
 	}
@@ -111,7 +101,7 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) 
 			rows.Close()
 			return s.translate(err, "reading the recent outcomes of "+t.Job)
 		}
-		if !failure(baton.Outcome(o)) {
+		if !baton.Outcome(o).Failed() {
 			break
 		}
 		before++

@@ -3,12 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -255,8 +253,12 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 				continue
 			}
 			if f.Notify.Sink != notifySink || f.Notify.Link != notifyLink {
+				sink := "none"
+				if notifyRelay != nil {
+					sink = notifyRelay.Sink.String() // without secrets
+				}
 				log.Warn("the job file's notify sink or link changed; the daemon keeps the ones it started with until it restarts",
-					"sink", sinkName(notifySink), "link", notifyLink)
+					"sink", sink, "link", notifyLink)
 			}
 			log.Info("reloaded", "config", c.config, "jobs", len(f.Jobs))
 		}
@@ -300,19 +302,6 @@ func relayTopics(r *outbox.Relay) []string {
 		return nil
 	}
 	return r.Topics
-}
-
-// sinkName names a sink SPEC for logs, without secrets: its scheme, host
-// and path, or an exec sink's command.
-func sinkName(spec string) string {
-	if spec == "" {
-		return ""
-	}
-	if u, err := url.Parse(spec); err == nil && u.Host != "" {
-		return u.Scheme + "://" + u.Host + u.Path
-	}
-	cmd, _, _ := strings.Cut(spec, " ")
-	return cmd
 }
 
 // loadGCPercent is the garbage collector's target (GOGC) while the daemon

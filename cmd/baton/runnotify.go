@@ -32,15 +32,6 @@ func openNotifySink(spec string) (outbox.Sink, error) {
 	return s, nil
 }
 
-// runFailed says whether a run's outcome is one --notify reports.
-func runFailed(o baton.Outcome) bool {
-	switch o {
-	case baton.OutcomeFailed, baton.OutcomeTimedOut, baton.OutcomeLostLease, baton.OutcomeFenced, baton.OutcomeUnknown, baton.OutcomeError:
-		return true
-	}
-	return false
-}
-
 // notify enqueues a failed run's notification in the store's outbox and
 // delivers what the outbox holds for notifications, once, to s: with the
 // outbox's guarantees, a sink that is down now gets it from a later run
@@ -61,7 +52,7 @@ func (c *RunCommand) notify(ctx context.Context, s outbox.Sink, rep *runcmd.Repo
 		return
 	}
 	defer st.close()
-	if runFailed(rep.Outcome) {
+	if rep.Outcome.Failed() {
 		if err := c.enqueueNotification(ctx, st, rep); err != nil {
 			warn(err)
 			return
