@@ -20,8 +20,14 @@
 # cell's median; a ratio is the median of the ratios within each round,
 # with their range.
 #
-# Targets: (b) costs at most 30% of (a)'s throughput; (c) is at least as
-# fast as (b).
+# PostgreSQL runs twice: as the middleware comes (the claim is the first
+# statement of the transaction and reads a committed key too), and as
+# "postgres read-first" (idempotency.Policy.ReadFirst: the key is read
+# before the transaction, so a replay is one read and a first execution
+# one statement more). SQLite always reads first.
+#
+# Targets (issue 20): (b) costs at most 20% of (a)'s throughput; (c) is at
+# least 3× as fast as (b).
 #
 # Usage:  bench/idempotency.sh
 # Env:    DURATION=5s (per measurement, after a 1 s warm-up)  ROUNDS=3
@@ -68,8 +74,12 @@ results="$tmp/results.tsv"
 : >"$results"
 modes=(plain first replay)
 for ((round = 1; round <= ROUNDS; round++)); do
-  for store in postgres sqlite; do
-    if [ "$store" = postgres ]; then flags=(--db "$url"); else flags=(--sqlite "$tmp/shop.db"); fi
+  for store in postgres "postgres read-first" sqlite; do
+    case $store in
+      postgres) flags=(--db "$url") ;;
+      "postgres read-first") flags=(--db "$url" --read-first) ;;
+      sqlite) flags=(--sqlite "$tmp/shop.db") ;;
+    esac
     for c in $CLIENTS; do
       for k in 0 1 2; do
         mode=${modes[(k + round) % 3]}
@@ -116,10 +126,10 @@ awk -F'\t' '
       cost = median(costs); speed = median(speeds)
       printf "| %s | %s | %s | %s | %s | %.0f%% (%.0f–%.0f%%) %s | %.2f× (%.2f–%.2f) %s |\n", s[1], s[2],
         cell(k, "plain"), cell(k, "first"), cell(k, "replay"),
-        cost, lo(costs), hi(costs), (cost <= 30 ? "met" : "MISSED"),
-        speed, lo(speeds), hi(speeds), (speed >= 1 ? "met" : "MISSED")
+        cost, lo(costs), hi(costs), (cost <= 20 ? "met" : "MISSED"),
+        speed, lo(speeds), hi(speeds), (speed >= 3 ? "met" : "MISSED")
     }
     print ""
-    print "Cells: median requests per second (median p50 / p99 latency in ms). Ratios: median of the rounds (range). Targets: cost ≤ 30%, replay ≥ 1×."
+    print "Cells: median requests per second (median p50 / p99 latency in ms). Ratios: median of the rounds (range). Targets: cost ≤ 20%, replay ≥ 3×."
     if (bad > 0) printf "%d requests were not answered as expected (see the log above): the figures are suspect.\n", bad
   }' "$results"

@@ -34,6 +34,13 @@ type Policy struct {
 	// (DefaultInFlightWait when zero). PostgreSQL only: see the package
 	// documentation for SQLite.
 	InFlightWait time.Duration
+	// ReadFirst makes Do read the key before it begins the transaction
+	// (PostgreSQL; SQLite always does). A replay then costs that one read
+	// instead of three statements (BEGIN, the claim that finds the key,
+	// ROLLBACK), and a first execution one statement more (six instead of
+	// five with a one-insert handler). Leave it off unless most calls are
+	// replays.
+	ReadFirst bool
 	// AfterCommit, when set, runs after a first execution's transaction
 	// commits: outbox.Store.Nudge, say, to wake this process's relays at
 	// once for the events fn enqueued.
@@ -84,24 +91,30 @@ func validKey(key string) error {
 // transaction rolls back (the business write too) and Do returns what fn
 // returned, with replayed=false. fn must do its writes through tx.
 //
-// Cost: a replay is one read. A first execution adds to fn's own
-// transaction that read and two statements: the claim (on PostgreSQL one
-// statement bounds the lock waits, takes the advisory lock, inserts the key
-// and resets lock_timeout) and the update that stores the response.
+// Cost on PostgreSQL: a first execution adds two statements to fn's own
+// transaction, the claim (one statement bounds the lock waits, takes the
+// advisory lock, inserts the key, reads the key's committed record should
+// it exist, and resets lock_timeout) and the update that stores the
+// response, and commits once. A replay is BEGIN, the claim and ROLLBACK;
+// with p.ReadFirst it is one read before any transaction, and a first
+// execution that read more. On SQLite the read always comes first, so that
+// a replay does not wait for the writer.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
 	if err := validKey(key); err != nil {
 		return Response{}, false, err
 	}
 	p = p.withDefaults()
-	// A committed key is judged without a transaction or a lock, so that
-	// replays (and concurrent duplicates after the first committed) cost
-	// one read.
-	r, err := s.get(ctx, s.db, scope, key)
-	if err != nil {
-		return Response{}, false, err
-	}
-	if r != nil {
-		return judge(r, fingerprint)
+	if s.dialect != Postgres || p.ReadFirst {
+		// A committed key is judged without a transaction or a lock, so
+		// that replays (and concurrent duplicates after the first
+		// committed) cost one read.
+		r, err := s.get(ctx, s.db, scope, key)
+		if err != nil {
+			return Response{}, false, err
+		}
+		if r != nil {
+			return judge(r, fingerprint)
+		}
 	}
 
 	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE on SQLite: waits for the writer
@@ -109,7 +122,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, s.translate(err, "beginning a transaction")
 	}
 	defer tx.Rollback() // a no-op after Commit; on a panic in fn, undoes it all
-	inserted, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
+	inserted, r, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
 	if errors.Is(err, errBlocked) {
 		tx.Rollback()
 		return s.judgeBlocked(ctx, scope, key, fingerprint)
@@ -117,10 +130,11 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 	if err != nil {
 		return Response{}, false, err
 	}
-	if !inserted { // committed since the first read
-		r, err := s.get(ctx, tx, scope, key)
-		if err != nil {
-			return Response{}, false, err
+	if !inserted { // committed before the claim
+		if r == nil { // committed after the claim's snapshot, or not read
+			if r, err = s.get(ctx, tx, scope, key); err != nil {
+				return Response{}, false, err
+			}
 		}
 		if r == nil { // deleted (pruned) in between: the caller may retry
 			return Response{}, false, ErrInFlight
@@ -207,31 +221,38 @@ func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Durati
 // PostgreSQL (claim_key) while no concurrent claim with the same
 // fingerprint holds the advisory lock. fn's own writes then wait for locks
 // as the session says (lock_timeout as it was before the claim), not as
-// briefly as the claim did.
-func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, scope, key, fingerprint string) (bool, error) {
+// briefly as the claim did. When the key was committed before, claim_key
+// returns its record too (nil when it read none).
+func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, scope, key, fingerprint string) (bool, *Record, error) {
 	if s.dialect != Postgres {
 		inserted, _, err := s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
-		return inserted, err
+		return inserted, nil, err
 	}
-	var held, inserted bool
+	var held, inserted, found bool
 	var lockTimeoutBack string
+	var row recordRow
 	err := tx.QueryRowContext(ctx, s.query("postgres/claim_key"), scope, key, fingerprint, lockTimeout(wait), s.lockKey(scope, key, fingerprint)).
-		Scan(&held, &inserted, &lockTimeoutBack)
+		Scan(append([]any{&held, &inserted, &lockTimeoutBack, &found}, row.dest()...)...)
 	switch {
 	case sqldialect.SQLState(err) == sqlStateLockTimeout:
-		return false, errBlocked
+		return false, nil, errBlocked
 	case err != nil:
-		return false, s.translate(err, "recording idempotency key "+key)
+		return false, nil, s.translate(err, "recording idempotency key "+key)
+	case held && inserted:
+		return true, nil, nil
+	case held && found:
+		r, err := row.record(scope, key)
+		return false, r, err
 	case held:
-		return inserted, nil
+		return false, nil, nil
 	}
 	// Contended: wait for the other claim as long as the bound allows.
 	inserted, _, err = s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
 	if err != nil || !inserted {
-		return inserted, err
+		return inserted, nil, err
 	}
 	_, err = tx.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeoutBack)
-	return true, s.translate(err, "resetting lock_timeout")
+	return true, nil, s.translate(err, "resetting lock_timeout")
 }
 
 // claim inserts the key's row in tx with query (insert_key or

@@ -38,6 +38,17 @@ func (l *statementLog) take() []string {
 	return s
 }
 
+// countPrefix counts the statements that begin with prefix, in any case.
+func countPrefix(stmts []string, prefix string) int {
+	n := 0
+	for _, s := range stmts {
+		if strings.HasPrefix(strings.ToLower(s), prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // A first execution costs few statements beyond the handler's own (BEGIN,
 // its insert, COMMIT): the key read that lets replays skip the
 // transaction, one statement that bounds the lock waits, takes the claim's
@@ -65,20 +76,41 @@ func TestDoStatementsPostgres(t *testing.T) {
 	e.businessTables(t)
 	log.take()
 
-	var runs counter
-	for _, want := range []struct {
-		what string
-		max  int
-	}{{"first execution", 6}, {"replay", 1}} {
-		if _, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201)); err != nil {
-			t.Fatalf("%s: %v", want.what, err)
+	for _, c := range []struct {
+		key    string
+		policy Policy
+		first  int // statements of a first execution, the handler's 3 included
+		replay int
+	}{
+		// By default the claim is the first statement after BEGIN, and
+		// reads the committed key too: 5 statements and one commit for a
+		// first execution (the handler's 3, the claim, storing the
+		// answer), 3 for a replay (BEGIN, the claim, ROLLBACK).
+		{"k", Policy{}, 5, 3},
+		// ReadFirst reads the key before the transaction: a replay is
+		// that one read, a first execution one statement more.
+		{"k-read-first", Policy{ReadFirst: true}, 6, 1},
+	} {
+		var runs counter
+		for _, want := range []struct {
+			what string
+			max  int
+		}{{"first execution", c.first}, {"replay", c.replay}} {
+			resp, _, err := e.store.Do(ctx, "s", c.key, "fp", c.policy, createOrder(&runs, "o-"+c.key, 201))
+			if err != nil || resp.Status != 201 {
+				t.Fatalf("%s %s: %+v, %v", c.key, want.what, resp, err)
+			}
+			got := log.take()
+			if len(got) > want.max {
+				t.Errorf("%s %s: %d statements, want at most %d:\n  %s", c.key, want.what, len(got), want.max, strings.Join(got, "\n  "))
+			}
+			if commits := countPrefix(got, "commit"); want.what == "first execution" && commits != 1 {
+				t.Errorf("%s %s: %d commits, want 1:\n  %s", c.key, want.what, commits, strings.Join(got, "\n  "))
+			}
 		}
-		if got := log.take(); len(got) > want.max {
-			t.Errorf("%s: %d statements, want at most %d:\n  %s", want.what, len(got), want.max, strings.Join(got, "\n  "))
+		if runs.n() != 1 {
+			t.Errorf("%s: the handler ran %d times, want 1", c.key, runs.n())
 		}
-	}
-	if runs.n() != 1 {
-		t.Errorf("the handler ran %d times, want 1", runs.n())
 	}
 
 	// The claim bounds its own lock waits only: the handler's writes wait

@@ -179,32 +179,48 @@ func (s *Store) Get(ctx context.Context, scope, key string) (*Record, error) {
 
 // get returns nil, nil when there is no such key.
 func (s *Store) get(ctx context.Context, q querier, scope, key string) (*Record, error) {
-	r := &Record{Scope: scope, Key: key}
-	var data, header sql.NullString
-	var status sql.NullInt64
-	var body []byte
-	var lease, created, updated, expires dbTime
-	err := q.QueryRowContext(ctx, s.query("get_key"), scope, key).Scan(&r.Fingerprint, &r.State, &r.RecoveryPoint,
-		&data, &r.Token, &lease, &r.leaseLive, &status, &header, &body, &created, &updated, &expires)
+	var row recordRow
+	err := q.QueryRowContext(ctx, s.query("get_key"), scope, key).Scan(row.dest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, s.translate(err, "reading idempotency key "+key)
 	}
-	if data.Valid {
-		r.Data = json.RawMessage(data.String)
+	return row.record(scope, key)
+}
+
+// recordRow is a key's record as get_key (and claim_key, after its own
+// columns) selects it.
+type recordRow struct {
+	fingerprint, state, point, data, header sql.NullString
+	token, status                           sql.NullInt64
+	leaseLive                               sql.NullBool
+	body                                    []byte
+	lease, created, updated, expires        dbTime
+}
+
+func (r *recordRow) dest() []any {
+	return []any{&r.fingerprint, &r.state, &r.point, &r.data, &r.token, &r.lease, &r.leaseLive,
+		&r.status, &r.header, &r.body, &r.created, &r.updated, &r.expires}
+}
+
+func (r *recordRow) record(scope, key string) (*Record, error) {
+	rec := &Record{Scope: scope, Key: key, Fingerprint: r.fingerprint.String, State: State(r.state.String),
+		RecoveryPoint: r.point.String, Token: r.token.Int64, leaseLive: r.leaseLive.Bool,
+		LeaseUntil: r.lease.Time, Created: r.created.Time, Updated: r.updated.Time, Expires: r.expires.Time}
+	if r.data.Valid {
+		rec.Data = json.RawMessage(r.data.String)
 	}
-	r.LeaseUntil, r.Created, r.Updated, r.Expires = lease.Time, created.Time, updated.Time, expires.Time
-	if r.State == StateComplete {
-		r.Response = &Response{Status: int(status.Int64), Body: body}
-		if header.Valid {
-			if err := json.Unmarshal([]byte(header.String), &r.Response.Header); err != nil {
+	if rec.State == StateComplete {
+		rec.Response = &Response{Status: int(r.status.Int64), Body: r.body}
+		if r.header.Valid {
+			if err := json.Unmarshal([]byte(r.header.String), &rec.Response.Header); err != nil {
 				return nil, baton.Wrap(baton.EINTERNAL, err, "decoding the stored headers of idempotency key %s", key)
 			}
 		}
 	}
-	return r, nil
+	return rec, nil
 }
 
 // Prune deletes completed keys whose retention (Policy.TTL, counted from

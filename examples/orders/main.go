@@ -58,6 +58,7 @@ type config struct {
 	slow                    time.Duration
 	crashAfter              string
 	noIdempotency           bool
+	readFirst               bool
 }
 
 // paymentSteps names the steps of POST /payments, in order; crashPoints
@@ -79,6 +80,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.slow, "slow", 0, "test: sleep this long inside POST /orders")
 	fs.StringVar(&cfg.crashAfter, "crash-after-step", "", "test: SIGKILL the process just after this step of POST /payments committed ("+strings.Join(crashPoints, ", ")+")")
 	fs.BoolVar(&cfg.noIdempotency, "no-idempotency", false, "benchmark: serve POST /orders without the middleware")
+	fs.BoolVar(&cfg.readFirst, "read-first", false, "benchmark: the middleware reads the key before its transaction (idempotency.Policy.ReadFirst): faster replays, one more statement per first execution")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,7 +102,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	mux := http.NewServeMux()
 	var orders http.Handler = http.HandlerFunc(a.createOrder)
 	if !cfg.noIdempotency {
-		orders = (&batonhttp.Idempotency{Store: a.keys, Required: true}).Wrap(orders)
+		orders = (&batonhttp.Idempotency{Store: a.keys, Required: true, Policy: idempotency.Policy{ReadFirst: cfg.readFirst}}).Wrap(orders)
 	}
 	mux.Handle("POST /orders", orders)
 	mux.HandleFunc("POST /payments", a.createPayment)
