@@ -14,15 +14,16 @@ export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
 . bench/cluster.sh
 
-echo "| round | clients | none writes/s | same-database fence writes/s (ratio) | high-water fence writes/s (ratio) |"
-echo "|---:|---:|---:|---:|---:|"
+echo "| round | clients | none writes/s | same-database fence writes/s (ratio) | the same, in the write's batch (ratio) | high-water fence writes/s (ratio) |"
+echo "|---:|---:|---:|---:|---:|---:|"
 for round in $(seq "$ROUNDS"); do
   for c in $CLIENTS; do
     "$baton" bench fence --db "$url" --clients "$c" --duration "$DURATION" --json |
       jq -r --arg round "$round" '.results as $r
         | ($r[] | select(.fence == "none")) as $n
         | ($r[] | select(.fence == "lease")) as $l
+        | ($r[] | select(.fence == "lease-batch")) as $lb
         | ($r[] | select(.fence == "highwater")) as $h
-        | "| \($round) | \($n.clients) | \($n.per_sec | floor) | \($l.per_sec | floor) (\($l.relative * 100 | floor / 100)) | \($h.per_sec | floor) (\($h.relative * 100 | floor / 100)) |"'
+        | "| \($round) | \($n.clients) | \($n.per_sec | floor) | \($l.per_sec | floor) (\($l.relative * 100 | floor / 100)) | \($lb.per_sec | floor) (\($lb.relative * 100 | floor / 100)) | \($h.per_sec | floor) (\($h.relative * 100 | floor / 100)) |"'
   done
 done

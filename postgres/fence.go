@@ -67,6 +67,35 @@ func FenceLease(ctx context.Context, tx Querier, schema, job string, token int64
 	return nil
 }
 
+// QueueFenceLease queues FenceLease's check into b, the batch that carries
+// the writes it fences, so that the fence costs no round trip of its own:
+// send b in the caller's transaction (tx.SendBatch(ctx, b).Close()) with
+// the check queued before the writes. The check is baton.fence_lease
+// (0009), the same FOR KEY SHARE read of the lease row; it raises when
+// the token is stale, never issued, or the job has no lease, and the
+// server then skips the rest of the batch and aborts the transaction, so
+// no write queued after it lands. BatchResults.Close returns the check's
+// error as FenceLease would (EFENCED, ENOTFOUND, ECONFLICT, …); a caller
+// that reads the results one by one gets it from the first.
+//
+// The row lock is the same as FenceLease's; what the batch saves is the
+// round trip (a one-insert transaction is three round trips with the fence
+// as without it).
+func QueueFenceLease(b *pgx.Batch, schema, job string, token int64) error {
+	if err := baton.ValidateJobName(job); err != nil {
+		return err
+	}
+	if token < 1 {
+		return baton.Invalid("token", "%d is not a fencing token (want an integer >= 1)", token)
+	}
+	b.Queue(fmt.Sprintf("select %s.fence_lease($1, $2)", pgx.Identifier{orDefault(schema)}.Sanitize()), job, token).
+		QueryRow(func(row pgx.Row) error {
+			var current int64
+			return fenceError(row.Scan(&current), job, token)
+		})
+	return nil
+}
+
 // Fence is the high-water-mark fence, for a result store in any PostgreSQL
 // database where `baton migrate --fence-only` installed it: inside tx, it
 // raises the resource's mark to token, or fails with an EFENCED error when

@@ -29,8 +29,9 @@ func openWide(t *testing.T, dsn string) *postgres.DB {
 	return db
 }
 
-// fenceWays are the two spellings of the same-database fence: the Go
-// wrapper, and the SQL function that a shell job calls through psql.
+// fenceWays are the spellings of the same-database fence: the Go wrapper,
+// the same check queued in the batch of the write it fences, and the SQL
+// function that a shell job calls through psql.
 var fenceWays = []struct {
 	name  string
 	fence func(ctx context.Context, tx pgx.Tx, job string, token any) error
@@ -41,6 +42,17 @@ var fenceWays = []struct {
 			return errors.New("the Go wrapper cannot be given a NULL token")
 		}
 		return postgres.FenceLease(ctx, tx, "", job, tok)
+	}},
+	{"QueueFenceLease", func(ctx context.Context, tx pgx.Tx, job string, token any) error {
+		tok, ok := token.(int64)
+		if !ok {
+			return errors.New("the Go wrapper cannot be given a NULL token")
+		}
+		var b pgx.Batch
+		if err := postgres.QueueFenceLease(&b, "", job, tok); err != nil {
+			return err
+		}
+		return tx.SendBatch(ctx, &b).Close()
 	}},
 	{"baton.fence_lease", func(ctx context.Context, tx pgx.Tx, job string, token any) error {
 		_, err := tx.Exec(ctx, "select baton.fence_lease($1, $2::bigint)", job, token)
@@ -124,7 +136,7 @@ func TestFenceLeaseRefusesNeverIssuedTokens(t *testing.T) {
 		for _, tok := range []int64{term.Token + 1, math.MaxInt64} {
 			err := inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, "job", tok) })
 			switch way.name {
-			case "FenceLease":
+			case "FenceLease", "QueueFenceLease":
 				if baton.ErrorCode(err) != baton.EFENCED || !strings.Contains(err.Error(), "never issued") {
 					t.Errorf("%s with token %d above the current term %d: %v, want fenced: never issued", way.name, tok, term.Token, err)
 				}
@@ -300,8 +312,8 @@ func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 					t.Fatalf("takeover: %+v, want token %d", g, old.Token+1)
 				}
 				err = inTx(ctx, db, iso, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
-				if way.name == "FenceLease" && baton.ErrorCode(err) != baton.EFENCED ||
-					way.name != "FenceLease" && sqlState(err) != "BF001" {
+				if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
+					way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
 					t.Fatalf("fence of the old term after the takeover: %v, want fenced", err)
 				}
 				var n int

@@ -161,3 +161,63 @@ func TestFenceOnlyAndPsql(t *testing.T) {
 		t.Fatalf("full migration after fence-only: %v", err)
 	}
 }
+
+// The fence queued in the batch of the write it fences: with the current
+// term the write commits; with a stale one the batch fails EFENCED and the
+// write queued after the fence never runs, even if the caller goes on to
+// commit (the server aborted the transaction).
+func TestQueueFenceLease(t *testing.T) {
+	t.Parallel()
+	db := open(t, pgtest.DSN(t))
+	ctx := context.Background()
+	l := postgres.NewLeaser(db)
+	if _, err := db.Pool().Exec(ctx, "create table queued_results (token bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(token int64) (batchErr, commitErr error) {
+		tx, err := db.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		var b pgx.Batch
+		if err := postgres.QueueFenceLease(&b, "", "queued", token); err != nil {
+			t.Fatal(err)
+		}
+		b.Queue("insert into queued_results values ($1)", token)
+		batchErr = tx.SendBatch(ctx, &b).Close()
+		return batchErr, tx.Commit(ctx)
+	}
+	rows := func(token int64) int {
+		var n int
+		if err := db.Pool().QueryRow(ctx, "select count(*) from queued_results where token = $1", token).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	old := leasetest.MustAcquire(t, l, "queued", time.Minute)
+	if berr, cerr := write(old.Token); berr != nil || cerr != nil {
+		t.Fatalf("write of the current term: batch %v, commit %v", berr, cerr)
+	}
+	if err := l.Release(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	cur := leasetest.MustAcquire(t, l, "queued", time.Minute)
+	berr, cerr := write(old.Token)
+	if baton.ErrorCode(berr) != baton.EFENCED {
+		t.Errorf("write of the old term after a takeover: %v, want EFENCED", berr)
+	}
+	if cerr == nil {
+		t.Errorf("the caller's commit after a refused fence succeeded, want it rolled back")
+	}
+	if n := rows(old.Token); n != 1 {
+		t.Errorf("%d rows of the old term, want 1 (the write before the takeover only)", n)
+	}
+	if berr, cerr := write(cur.Token); berr != nil || cerr != nil || rows(cur.Token) != 1 {
+		t.Errorf("write of the current term: batch %v, commit %v, %d rows", berr, cerr, rows(cur.Token))
+	}
+	if err := postgres.QueueFenceLease(&pgx.Batch{}, "", "queued", 0); baton.ErrorCode(err) != baton.EINVALID {
+		t.Errorf("token 0: %v, want EINVALID", err)
+	}
+}

@@ -70,8 +70,12 @@ releasing the job's lease as the daemon does. No process is started.
 bench fence measures the cost of the fences, in the bench's own schema:
 committed writes per second (one insert per transaction, into its table
 bench_fence_results) by --clients concurrent writers of one job, with no
-fence, with the same-database fence (postgres.FenceLease) and with the
-high-water fence (postgres.Fence, one resource: it serialises writers).
+fence, with the same-database fence (postgres.FenceLease), with that
+fence queued in the write's own batch (postgres.QueueFenceLease, no round
+trip of its own) and with the high-water fence (postgres.Fence, one
+resource: it serialises writers). The four take turns in quarter-second
+slices until each has had --duration, so that ratios hold on a machine
+whose speed drifts.
 
 bench leases:
 Measures acquire+release cycles per second against the store in use (in

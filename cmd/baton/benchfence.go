@@ -16,7 +16,7 @@ import (
 
 // FenceBenchResult is one measured configuration of `baton bench fence`.
 type FenceBenchResult struct {
-	Fence    string  `json:"fence"` // none, lease, highwater
+	Fence    string  `json:"fence"` // none, lease, lease-batch, highwater
 	Clients  int     `json:"clients"`
 	Writes   int     `json:"writes"`
 	Errors   int     `json:"errors"`
@@ -59,53 +59,78 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 	token := g.Term.Token
 	insert := "insert into " + table + " (token) values ($1)"
 
+	// write is one transaction of a writer in mode: one insert, fenced as
+	// the mode says.
+	write := func(mode string) error {
+		return pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+			switch mode {
+			case "lease":
+				if err := postgres.FenceLease(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
+					return err
+				}
+			case "lease-batch":
+				// The fence rides in the write's batch: no round trip of
+				// its own.
+				var b pgx.Batch
+				if err := postgres.QueueFenceLease(&b, db.Schema(), "bench-fence", token); err != nil {
+					return err
+				}
+				b.Queue(insert, token)
+				return tx.SendBatch(ctx, &b).Close()
+			case "highwater":
+				if err := postgres.Fence(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
+					return err
+				}
+			}
+			_, err := tx.Exec(ctx, insert, token)
+			return err
+		})
+	}
+	// The modes take turns in slices of a quarter second until each has
+	// had --duration, so that a machine whose speed drifts (a neighbour,
+	// the disk) weighs on every mode alike and the ratios hold.
+	modes := []string{"none", "lease", "lease-batch", "highwater"}
+	const slice = 250 * time.Millisecond
 	var results []FenceBenchResult
 	for _, n := range clients {
-		var base float64
-		for _, mode := range []string{"none", "lease", "highwater"} {
-			r := FenceBenchResult{Fence: mode, Clients: n}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			start := time.Now()
-			deadline := start.Add(c.duration)
-			for range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					writes, errs := 0, 0
-					for time.Now().Before(deadline) && ctx.Err() == nil {
-						err := pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
-							switch mode {
-							case "lease":
-								if err := postgres.FenceLease(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
-									return err
-								}
-							case "highwater":
-								if err := postgres.Fence(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
-									return err
-								}
+		byMode := make([]FenceBenchResult, len(modes))
+		var spent time.Duration
+		for spent < c.duration && ctx.Err() == nil {
+			d := min(slice, c.duration-spent)
+			spent += d
+			for i, mode := range modes {
+				r := &byMode[i]
+				var mu sync.Mutex
+				var wg sync.WaitGroup
+				start := time.Now()
+				deadline := start.Add(d)
+				for range n {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						writes, errs := 0, 0
+						for time.Now().Before(deadline) && ctx.Err() == nil {
+							if err := write(mode); err != nil {
+								errs++
+							} else {
+								writes++
 							}
-							_, err := tx.Exec(ctx, insert, token)
-							return err
-						})
-						if err != nil {
-							errs++
-						} else {
-							writes++
 						}
-					}
-					mu.Lock()
-					r.Writes += writes
-					r.Errors += errs
-					mu.Unlock()
-				}()
+						mu.Lock()
+						r.Writes += writes
+						r.Errors += errs
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				r.Seconds += time.Since(start).Seconds()
 			}
-			wg.Wait()
-			r.Seconds = time.Since(start).Seconds()
+		}
+		base := float64(byMode[0].Writes) / byMode[0].Seconds
+		for i, mode := range modes {
+			r := byMode[i]
+			r.Fence, r.Clients = mode, n
 			r.PerSec = float64(r.Writes) / r.Seconds
-			if mode == "none" {
-				base = r.PerSec
-			}
 			if base > 0 {
 				r.Relative = r.PerSec / base
 			}
