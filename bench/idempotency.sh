@@ -31,13 +31,14 @@
 #
 # Usage:  bench/idempotency.sh
 # Env:    DURATION=5s (per measurement, after a 1 s warm-up)  ROUNDS=3
-#         CLIENTS="1 32"
+#         CLIENTS="1 32"  STORES="postgres,postgres read-first,sqlite"
 #         PGBIN=/usr/lib/postgresql/15/bin (else the newest there, else $PATH)
 set -euo pipefail
 
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-3}
 CLIENTS=${CLIENTS:-1 32}
+IFS=, read -r -a stores <<<"${STORES:-postgres,postgres read-first,sqlite}"
 export PATH="$PATH:/usr/local/go/bin"
 
 cd "$(dirname "$0")/.."
@@ -74,7 +75,7 @@ results="$tmp/results.tsv"
 : >"$results"
 modes=(plain first replay)
 for ((round = 1; round <= ROUNDS; round++)); do
-  for store in postgres "postgres read-first" sqlite; do
+  for store in "${stores[@]}"; do
     case $store in
       postgres) flags=(--db "$url") ;;
       "postgres read-first") flags=(--db "$url" --read-first) ;;

@@ -238,13 +238,11 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, sc
 		return false, nil, errBlocked
 	case err != nil:
 		return false, nil, s.translate(err, "recording idempotency key "+key)
-	case held && inserted:
-		return true, nil, nil
-	case held && found:
+	case found: // a replay, or a mismatch: judged without the lock
 		r, err := row.record(scope, key)
 		return false, r, err
 	case held:
-		return false, nil, nil
+		return inserted, nil, nil
 	}
 	// Contended: wait for the other claim as long as the bound allows.
 	inserted, _, err = s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
@@ -131,5 +132,50 @@ func TestDoStatementsPostgres(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Replays of one key do not queue on its claim's lock: a call whose key is
+// committed is answered from the record the claim read, even while another
+// call of the same key and fingerprint holds the lock (as concurrent
+// replays did, each for its claim and rollback, so that 32 clients
+// replaying one key ran one at a time, or were told ErrInFlight).
+func TestReplayDoesNotWaitForTheClaimLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn}) // migrates
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	sqlDB := stdlib.OpenDBFromPool(db.Pool())
+	t.Cleanup(func() { sqlDB.Close() })
+	e := env{name: "postgres", dialect: Postgres, db: sqlDB, schema: db.Schema()}
+	e.store = e.server()
+	e.businessTables(t)
+	var runs counter
+	first, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := sqlDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(ctx, "select pg_advisory_xact_lock($1)", e.store.lockKey("s", "k", "fp")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again, replayed, err := e.store.Do(ctx, "s", "k", "fp", Policy{InFlightWait: 5 * time.Second}, createOrder(&runs, "o1", 201))
+	if err != nil || !replayed || again.Status != first.Status {
+		t.Fatalf("replay while the claim's lock is held: %+v, replayed %v, %v", again, replayed, err)
+	}
+	if took := time.Since(start); took >= 5*time.Second {
+		t.Errorf("the replay waited %v for the lock (InFlightWait 5s)", took)
+	}
+	if runs.n() != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs.n())
 	}
 }
