@@ -59,6 +59,7 @@ type config struct {
 	crashAfter              string
 	noIdempotency           bool
 	readFirst               bool
+	handWritten             bool
 }
 
 // paymentSteps names the steps of POST /payments, in order; crashPoints
@@ -80,6 +81,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.slow, "slow", 0, "test: sleep this long inside POST /orders")
 	fs.StringVar(&cfg.crashAfter, "crash-after-step", "", "test: SIGKILL the process just after this step of POST /payments committed ("+strings.Join(crashPoints, ", ")+")")
 	fs.BoolVar(&cfg.noIdempotency, "no-idempotency", false, "benchmark: serve POST /orders without the middleware")
+	fs.BoolVar(&cfg.handWritten, "hand-written", false, "benchmark (PostgreSQL): serve POST /orders without the middleware, with the Idempotency-Key handled by hand in the handler's transaction (key insert, order, stored answer, one commit), for comparison")
 	fs.BoolVar(&cfg.readFirst, "read-first", false, "benchmark: the middleware reads the key before its transaction (idempotency.Policy.ReadFirst): faster replays, one more statement per first execution")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -101,7 +103,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	mux := http.NewServeMux()
 	var orders http.Handler = http.HandlerFunc(a.createOrder)
-	if !cfg.noIdempotency {
+	if cfg.handWritten && cfg.dbURL == "" {
+		return errors.New("--hand-written needs --db (PostgreSQL)")
+	}
+	if !cfg.noIdempotency && !cfg.handWritten {
 		orders = (&batonhttp.Idempotency{Store: a.keys, Required: true, Policy: idempotency.Policy{ReadFirst: cfg.readFirst}}).Wrap(orders)
 	}
 	mux.Handle("POST /orders", orders)
@@ -158,6 +163,9 @@ func open(ctx context.Context, cfg config) (*app, func(), error) {
 	}
 	for _, ddl := range []string{
 		`create table if not exists orders (id ` + idType + `, item text not null, qty integer not null)`,
+		// --hand-written's keys (a benchmark's comparison, not the
+		// middleware's table).
+		`create table if not exists hand_keys (key text primary key, status integer, body text)`,
 		// The idempotency key is the payment's natural key: a step that
 		// ran twice would fail here rather than record the payment twice.
 		`create table if not exists payments (idempotency_key text primary key, order_id bigint not null,
@@ -200,6 +208,10 @@ func (a *app) createOrder(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(a.cfg.slow)
 	}
 	ctx := r.Context()
+	if key := r.Header.Get(batonhttp.IdempotencyKeyHeader); a.cfg.handWritten && key != "" {
+		a.createOrderByHand(w, r, key, o)
+		return
+	}
 	tx, managed := batonhttp.TxFromContext(ctx)
 	if !managed { // --no-idempotency: the same write in a transaction of its own
 		var err error
@@ -222,6 +234,60 @@ func (a *app) createOrder(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	json.NewEncoder(w).Encode(o)
+}
+
+// createOrderByHand is --hand-written: the idempotency key handled by hand
+// in the handler's own transaction, the way receivers built by hand do it
+// (Brandur's Rocket Rides): insert the key, or answer from it when it is
+// there; insert the order; store the answer; commit once. Five statements,
+// as the middleware's first execution; it has none of the middleware's
+// checks (no fingerprint, so no 422; no 409 while in flight: a concurrent
+// duplicate waits for the first to commit, then replays it), and stands
+// beside it in bench/idempotency.sh as the floor of a key kept with the
+// write.
+func (a *app) createOrderByHand(w http.ResponseWriter, r *http.Request, key string, o order) {
+	ctx := r.Context()
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	defer tx.Rollback()
+	var inserted bool
+	var status sql.NullInt64
+	var body sql.NullString
+	err = tx.QueryRowContext(ctx, `with ins as (insert into hand_keys (key) values ($1) on conflict do nothing returning key)
+		select exists (select from ins), k.status, k.body from (select 1) one left join hand_keys k on k.key = $1`, key).Scan(&inserted, &status, &body)
+	if err == nil && !inserted && !status.Valid { // committed after the statement's snapshot
+		err = tx.QueryRowContext(ctx, `select status, body from hand_keys where key = $1`, key).Scan(&status, &body)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if status.Valid { // stored: replay it
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(int(status.Int64))
+		io.WriteString(w, body.String)
+		return
+	}
+	if err := tx.QueryRowContext(ctx, `insert into orders (item, qty) values ($1, $2) returning id`, o.Item, o.Qty).Scan(&o.ID); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	answer, _ := json.Marshal(o)
+	if _, err := tx.ExecContext(ctx, `update hand_keys set status = $2, body = $3 where key = $1`, key, http.StatusCreated, string(answer)); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	w.Write(answer)
 }
 
 type payment struct {
