@@ -18,6 +18,13 @@
 // reads the committed row: another fingerprint is ErrMismatch, the same one
 // replays the stored response.
 //
+// On PostgreSQL the claim is the transaction's first statement, and it reads
+// the committed row too: a first execution adds two statements to the
+// handler's (the claim, and storing the response) and commits once; a
+// replay is BEGIN, the claim and ROLLBACK, and takes no lock. With
+// Policy.ReadFirst the row is read before the transaction instead: a
+// replay is that one read, a first execution one statement more.
+//
 // While the first call is uncommitted, a second call's insert waits for it:
 //
 //   - PostgreSQL waits on the first's uncommitted unique key. That wait is
