@@ -3,8 +3,10 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,19 +20,47 @@ const recentRuns = 50
 // maxNote bounds a pause note from the form.
 const maxNote = 200
 
-// overviewPage shows the overview that the requests of the last
-// OverviewTTL share, read and rendered once (see shared and prerendered):
-// a flood of requests costs the store one read a second, and the process
-// one rendering.
+// overviewPage shows a page of the overview (?page=N, from 1), drawn from
+// the overview that the requests of the last OverviewTTL share (see shared):
+// a flood of requests costs the store one read a second. The first page,
+// the one most asked for, is rendered once for them too (see prerendered);
+// another costs its timelines' statement and its rendering.
 func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
+	n := 1
+	if v := r.URL.Query().Get("page"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			s.fail(w, r, http.StatusBadRequest, fmt.Sprintf("page %q: want a page number, 1 or more", v))
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	o, err := s.overview.get(ctx)
+	var content *prerendered
+	var err error
+	if n == 1 {
+		content, err = s.firstPage.get(ctx)
+	} else {
+		content, err = s.overviewContent(ctx, n)
+	}
 	if err != nil {
 		s.failErr(w, r, err)
 		return
 	}
-	s.render(w, r, http.StatusOK, "overview", o)
+	s.render(w, r, http.StatusOK, "overview", content)
+}
+
+// overviewContent renders page n of the overview, for any session.
+func (s *Server) overviewContent(ctx context.Context, n int) (*prerendered, error) {
+	rd, err := s.overview.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pageOf(ctx, s.cfg.Schedule, rd, n)
+	if err != nil {
+		return nil, err
+	}
+	return s.prerender("overview", p)
 }
 
 // jobData is one job's page.
@@ -155,6 +185,7 @@ func (s *Server) action(do func(ctx context.Context, r *http.Request) (*actionRe
 			return
 		}
 		s.overview.forget() // the page the browser goes back to shows the change
+		s.firstPage.forget()
 		s.log.Info("http: action", "action", res.Action, "job", res.Job, "event", res.Event,
 			"remote", r.RemoteAddr, "auth", a.how)
 		if strings.Contains(r.Header.Get("Accept"), "application/json") {

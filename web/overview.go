@@ -15,6 +15,10 @@ import (
 // running (as for 'baton jobs').
 const DaemonWindow = 2 * time.Minute
 
+// OverviewPageSize is how many jobs a page of the dashboard's overview
+// shows, each with its timeline (?page=N; the summary counts them all).
+const OverviewPageSize = 200
+
 // Overview is the dashboard's first screen, and what 'baton status' prints.
 type Overview struct {
 	Now     time.Time              `json:"now"` // the store's clock
@@ -89,6 +93,23 @@ func (j JobStatus) Failing() bool {
 // the outbox's backlog. With timelines, each job gets its last 24 h of
 // ticks too (one statement for all jobs; see loadTimelines).
 func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox, timelines bool) (*Overview, error) {
+	o, jobs, err := loadOverview(ctx, sched, leaser, ob)
+	if err != nil || !timelines {
+		return o, err
+	}
+	tls, err := loadTimelines(ctx, sched, jobs, o.Now, overviewSlots)
+	if err != nil {
+		return nil, err
+	}
+	for i := range o.Jobs {
+		o.Jobs[i].Timeline = tls[o.Jobs[i].Name]
+	}
+	return o, nil
+}
+
+// loadOverview is LoadOverview without timelines; it returns the jobs as
+// read too, in the order of o.Jobs, for the timelines of a page of them.
+func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox) (*Overview, []baton.DefinedJob, error) {
 	// The job listing is most of the time (one row and three index probes
 	// a job); the other reads (and the outbox's) go on beside it, on
 	// another connection of the pool.
@@ -109,10 +130,10 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	}
 	l := <-listed
 	if l.err != nil {
-		return nil, l.err
+		return nil, nil, l.err
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	jobs := l.jobs
 	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
@@ -122,16 +143,8 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	if o.Leases == nil {
 		o.Leases = []baton.Lease{}
 	}
-	var tls map[string]*Timeline
-	if timelines {
-		if tls, err = loadTimelines(ctx, sched, jobs, now, overviewSlots); err != nil {
-			return nil, err
-		}
-	}
 	for _, dj := range jobs {
-		js := jobStatus(dj, daemons, now)
-		js.Timeline = tls[dj.Job.Name]
-		o.Jobs = append(o.Jobs, js)
+		o.Jobs = append(o.Jobs, jobStatus(dj, daemons, now))
 	}
 	if ob != nil {
 		if o.Outbox = obStatus; obErr != nil {
@@ -139,7 +152,60 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		}
 	}
 	o.Summary = summarize(o)
-	return o, nil
+	return o, jobs, nil
+}
+
+// overviewRead is the overview as the dashboard reads it once for the
+// requests of a moment: without timelines, which are drawn a page at a
+// time.
+type overviewRead struct {
+	o    *Overview
+	jobs []baton.DefinedJob // in the order of o.Jobs
+}
+
+// overviewPage is one page of the dashboard's overview: the summary,
+// daemons, leases and outbox of all, and the page's jobs with their
+// timelines.
+type overviewPage struct {
+	*Overview
+	Page, Pages int
+	First, Last int // the page's jobs, counted from 1
+}
+
+// Prev and Next are the neighbouring pages, 0 where there is none.
+func (p *overviewPage) Prev() int {
+	if p.Page > 1 {
+		return p.Page - 1
+	}
+	return 0
+}
+
+func (p *overviewPage) Next() int {
+	if p.Page < p.Pages {
+		return p.Page + 1
+	}
+	return 0
+}
+
+// pageOf cuts page n (from 1) out of the overview read, and draws the
+// timelines of its jobs (one statement for the window's ticks).
+func pageOf(ctx context.Context, sched *scheduler.Store, rd *overviewRead, n int) (*overviewPage, error) {
+	pages := max(1, (len(rd.jobs)+OverviewPageSize-1)/OverviewPageSize)
+	if n > pages {
+		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "page", Message: fmt.Sprintf("no page %d: the overview has %d", n, pages)}
+	}
+	from, to := (n-1)*OverviewPageSize, min(n*OverviewPageSize, len(rd.jobs))
+	tls, err := loadTimelines(ctx, sched, rd.jobs[from:to], rd.o.Now, overviewSlots)
+	if err != nil {
+		return nil, err
+	}
+	o := *rd.o // the page's own copy: the read is shared
+	o.Jobs = make([]JobStatus, to-from)
+	for i, js := range rd.o.Jobs[from:to] {
+		js.Timeline = tls[js.Name]
+		o.Jobs[i] = js
+	}
+	return &overviewPage{Overview: &o, Page: n, Pages: pages, First: from + 1, Last: to}, nil
 }
 
 // loadFleet reads the overview's small parts: the running daemons, the

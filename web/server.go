@@ -82,17 +82,18 @@ const DefaultRefresh = 10 * time.Second
 
 // Server is the dashboard and probes.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	sessions *sessions
-	cop      *http.CrossOriginProtection
-	pages    *pages
-	handler  http.Handler
-	draining atomic.Bool
-	busy     chan struct{} // MaxBusy slots
-	refresh  time.Duration // how often pages reload themselves; 0 never
-	hs       *http.Server
-	overview *shared[*prerendered] // the overview page's content, read and rendered once for the requests of a moment
+	cfg       Config
+	log       *slog.Logger
+	sessions  *sessions
+	cop       *http.CrossOriginProtection
+	pages     *pages
+	handler   http.Handler
+	draining  atomic.Bool
+	busy      chan struct{} // MaxBusy slots
+	refresh   time.Duration // how often pages reload themselves; 0 never
+	hs        *http.Server
+	overview  *shared[*overviewRead] // the overview, read once for the requests of a moment
+	firstPage *shared[*prerendered]  // its first page's content, rendered once for them
 }
 
 // New checks cfg and builds the server's handler.
@@ -135,13 +136,16 @@ func New(cfg Config) (*Server, error) {
 			"remote", r.RemoteAddr, "origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
 		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: actions must come from the dashboard's own pages")
 	}))
-	s.overview = newShared(OverviewTTL, func(ctx context.Context) (*prerendered, error) {
-		o, err := LoadOverview(ctx, cfg.Schedule, cfg.Leaser, cfg.Outbox, true)
+	s.overview = newShared(OverviewTTL, func(ctx context.Context) (*overviewRead, error) {
+		o, jobs, err := loadOverview(ctx, cfg.Schedule, cfg.Leaser, cfg.Outbox)
 		if err != nil {
 			return nil, err
 		}
 		o.OutboxError = s.redact(o.OutboxError)
-		return s.prerender("overview", o)
+		return &overviewRead{o: o, jobs: jobs}, nil
+	})
+	s.firstPage = newShared(OverviewTTL, func(ctx context.Context) (*prerendered, error) {
+		return s.overviewContent(ctx, 1)
 	})
 	s.handler = s.routes()
 	s.hs = s.httpServer()
