@@ -50,13 +50,10 @@ func countPrefix(stmts []string, prefix string) int {
 	return n
 }
 
-// A first execution costs few statements beyond the handler's own (BEGIN,
-// its insert, COMMIT): the key read that lets replays skip the
-// transaction, one statement that bounds the lock waits, takes the claim's
-// advisory lock, inserts the key and gives the transaction its lock waits
-// back, and the one storing the response. A replay is the one read.
-func TestDoStatementsPostgres(t *testing.T) {
-	t.Parallel()
+// tracedPostgres is a PostgreSQL env whose database/sql handle logs every
+// statement it sends, with the business tables made.
+func tracedPostgres(t *testing.T) (env, *statementLog) {
+	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn}) // migrates
@@ -68,14 +65,26 @@ func TestDoStatementsPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log statementLog
-	cfg.Tracer = &log
+	log := &statementLog{}
+	cfg.Tracer = log
 	traced := stdlib.OpenDB(*cfg)
 	t.Cleanup(func() { traced.Close() })
 	e := env{name: "postgres", dialect: Postgres, db: traced, schema: db.Schema()}
 	e.store = e.server()
 	e.businessTables(t)
 	log.take()
+	return e, log
+}
+
+// A first execution costs few statements beyond the handler's own (BEGIN,
+// its insert, COMMIT): one statement that bounds the lock waits, takes the
+// claim's advisory lock, inserts the key, reads a committed one and gives
+// the transaction its lock waits back, and the one storing the response.
+func TestDoStatementsPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, log := tracedPostgres(t)
+	traced := e.db
 
 	for _, c := range []struct {
 		key    string
@@ -120,7 +129,7 @@ func TestDoStatementsPostgres(t *testing.T) {
 	if _, err := traced.ExecContext(ctx, "set lock_timeout = '7s'"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.store.Do(ctx, "s", "k2", "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+	_, _, err := e.store.Do(ctx, "s", "k2", "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
 		var timeout string
 		if err := tx.QueryRowContext(ctx, "show lock_timeout").Scan(&timeout); err != nil {
 			return Response{}, err
@@ -143,17 +152,8 @@ func TestDoStatementsPostgres(t *testing.T) {
 func TestReplayDoesNotWaitForTheClaimLock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := pgtest.DSN(t)
-	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn}) // migrates
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	sqlDB := stdlib.OpenDBFromPool(db.Pool())
-	t.Cleanup(func() { sqlDB.Close() })
-	e := env{name: "postgres", dialect: Postgres, db: sqlDB, schema: db.Schema()}
-	e.store = e.server()
-	e.businessTables(t)
+	e, _ := tracedPostgres(t)
+	sqlDB := e.db
 	var runs counter
 	first, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201))
 	if err != nil {
