@@ -23,35 +23,14 @@ set -euo pipefail
 JOBS=${JOBS:-200}; EVERY=${EVERY:-second}; DAEMONS=${DAEMONS:-1}; WINDOW=${WINDOW:-60}
 ROUNDS=${ROUNDS:-"A B A B"}; MAXC=${MAXC:-64}
 : "${A:?set A to a baton binary}" "${B:?set B to a baton binary}"
-PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)}
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-tmp=$(mktemp -d); [ "$(id -u)" = 0 ] && chown postgres: "$tmp"
+A=$(realpath "$A"); B=$(realpath "$B"); DURATION=${WINDOW}s
+cd "$(dirname "$0")/.."
+# The throwaway cluster (default durability), $tmp, as_pg and cleanup; its
+# own baton build is not used: A and B are.
+. bench/cluster.sh
 pids=()
-cleanup() {
-  set +e
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  wait 2>/dev/null
-  as_pg "$PGBIN/pg_ctl" -D "$tmp/data" -m immediate -w stop >/dev/null 2>&1
-  [ -n "${KEEP:-}" ] && mkdir -p "$KEEP" && cp "$tmp"/*.log "$KEEP"/ 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-port=""
-for p in $(seq 26432 26532); do
-  if ! ss -Hltn "sport = :$p" | grep -q . && [ ! -e "/tmp/.s.PGSQL.$p" ]; then port=$p; break; fi
-done
-as_pg "$PGBIN/initdb" -D "$tmp/data" -U postgres --auth=trust --encoding=UTF8 --no-locale >/dev/null
-cat >>"$tmp/data/postgresql.conf" <<EOC
-listen_addresses = ''
-unix_socket_directories = '$tmp'
-port = $port
-shared_buffers = 128MB
-max_connections = 100
-EOC
-as_pg "$PGBIN/pg_ctl" -D "$tmp/data" -l "$tmp/server.log" -w -t 60 start >/dev/null
-pm=$(head -1 "$tmp/data/postmaster.pid")
-psql=("$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp" -p "$port" -U postgres)
+trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done; wait 2>/dev/null; cleanup' EXIT
+pm=$(head -1 "$pgdir/data/postmaster.pid")
 awk -v n="$JOBS" -v every="$EVERY" 'BEGIN { print "jobs:"
   for (i = 0; i < n; i++) { sec = every == "second" ? "*" : i % 60
     printf "  - name: j%05d\n    schedule: \"%s * * * * *\"\n    command: [\"true\"]\n", i, sec } }' >"$tmp/jobs.yaml"
@@ -68,7 +47,7 @@ r=0
 for which in $ROUNDS; do
   r=$((r + 1)); bin=${!which}; db=r$r; mcv=MAXC_$which; mc=${!mcv:-$MAXC}
   "${psql[@]}" -d postgres -c "create database $db"
-  url="postgres://postgres@/$db?host=$tmp&port=$port&sslmode=disable"
+  url="postgres://postgres@/$db?host=$pgdir&port=$port&sslmode=disable"
   "$bin" migrate --db "$url" >/dev/null 2>&1
   pids=()
   for d in $(seq 1 "$DAEMONS"); do
