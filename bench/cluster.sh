@@ -46,7 +46,7 @@ as_pg() {
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
 echo "--- building baton at $rev" >&2
-go build -o "$tmp/baton" ./cmd/baton
+go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
 baton="$tmp/baton"
 
 # --- the cluster

@@ -2,7 +2,9 @@
 # Wall-time overhead of `baton run` with the local store around `true`, beside
 # `flock -n LOCKFILE true`, in one run: BLOCKS blocks of RUNS invocations each,
 # alternating baton and flock block by block (and which one goes first), so
-# that both see the same machine state. With DB=1, `baton run --db URL`
+# that both see the same machine state. Each block also times the same baton
+# without baton-guard beside it (it re-executes itself as each run's guard).
+# With DB=1, `baton run --db URL`
 # against a throwaway PostgreSQL cluster (bench/cluster.sh: default
 # durability, unix socket) takes its turn in every block too. Prints a
 # markdown table of the mean milliseconds per invocation (including the
@@ -34,7 +36,7 @@ else
   [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
   if [ -z "${BATON_BIN:-}" ]; then
     echo "--- building baton at $rev" >&2
-    go build -o "$tmp/baton" ./cmd/baton
+    go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
     baton="$tmp/baton"
   fi
 fi
@@ -44,15 +46,23 @@ if [ -n "${BATON_BIN:-}" ]; then # a baton built elsewhere, e.g. at another comm
 fi
 mkdir "$tmp/locks"
 lockfile="$tmp/flock.lock"
+# The same baton alone in a directory, without baton-guard beside it: it
+# re-executes itself as the guard of each run (what every run did before
+# baton-guard).
+mkdir "$tmp/self"
+cp "$baton" "$tmp/self/baton"
+selfguard="$tmp/self/baton"
 truebin=$(command -v true) # the same external true for all; not the builtin
 
 # Check each works before timing them.
 "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"
+"$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
 flock -n "$lockfile" "$truebin"
 [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
 # Warm up the page cache, the lock files and the lease's row.
 for _ in 1 2 3 4 5; do
   "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"
+  "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
   flock -n "$lockfile" "$truebin"
   [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
 done
@@ -61,6 +71,13 @@ block_baton() {
   local i t0 t1
   t0=$(date +%s%N)
   for ((i = 0; i < RUNS; i++)); do "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"; done
+  t1=$(date +%s%N)
+  echo $((t1 - t0))
+}
+block_self() {
+  local i t0 t1
+  t0=$(date +%s%N)
+  for ((i = 0; i < RUNS; i++)); do "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"; done
   t1=$(date +%s%N)
   echo $((t1 - t0))
 }
@@ -85,13 +102,13 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((b = 1; b <= BLOCKS; b++)); do
   nd=0
   if ((b % 2)); then
-    nb=$(block_baton); [ -z "$DB" ] || nd=$(block_db); nf=$(block_flock)
+    nb=$(block_baton); ns=$(block_self); [ -z "$DB" ] || nd=$(block_db); nf=$(block_flock)
   else
-    nf=$(block_flock); [ -z "$DB" ] || nd=$(block_db); nb=$(block_baton)
+    nf=$(block_flock); [ -z "$DB" ] || nd=$(block_db); ns=$(block_self); nb=$(block_baton)
   fi
-  printf '%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" >>"$raw"
-  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v r="$RUNS" \
-    'BEGIN { printf "    block %d: baton %.3f ms, flock %.3f ms, baton --db %.3f ms per invocation\n", b, nb / r / 1e6, nf / r / 1e6, nd / r / 1e6 }' >&2
+  printf '%d\t%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" "$ns" >>"$raw"
+  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v ns="$ns" -v r="$RUNS" \
+    'BEGIN { printf "    block %d: baton %.3f ms, baton as its own guard %.3f ms, flock %.3f ms, baton --db %.3f ms per invocation\n", b, nb / r / 1e6, ns / r / 1e6, nf / r / 1e6, nd / r / 1e6 }' >&2
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -104,21 +121,24 @@ awk -F'\t' -v r="$RUNS" -v db="$DB" '
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j+1] = a[j]; a[j+1] = t }
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
   }
-  { sb += $2; sf += $3; sd += $4; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6 }
+  { sb += $2; sf += $3; sd += $4; ss += $5; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6; ls = ls " " $5 / r / 1e6 }
   END {
-    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6
+    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6; ms = ss / n / r / 1e6
     print "| command | mean ms / invocation | median of block means | fastest block | slowest block |"
     print "|---|---:|---:|---:|---:|"
-    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " ")
-    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]
+    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " "); split(ls, as, " ")
+    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]; mins = maxs = as[1]
     for (i = 1; i <= n; i++) {
+      if (as[i] < mins) mins = as[i]; if (as[i] > maxs) maxs = as[i]
       if (ab[i] < minb) minb = ab[i]; if (ab[i] > maxb) maxb = ab[i]; if (af[i] < minf) minf = af[i]; if (af[i] > maxf) maxf = af[i]
       if (ad[i] < mind) mind = ad[i]; if (ad[i] > maxd) maxd = ad[i]
     }
     printf "| `baton run --lock-dir DIR bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", mb, median(lb), minb, maxb
+    printf "| the same, baton as its own guard (no baton-guard beside it) | %.3f | %.3f | %.3f | %.3f |\n", ms, median(ls), mins, maxs
     if (db) printf "| `baton run --db URL bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", md, median(ld), mind, maxd
     printf "| `flock -n LOCKFILE true` | %.3f | %.3f | %.3f | %.3f |\n", mf, median(lf), minf, maxf
     printf "| ratio baton / flock | %.2f | %.2f | | |\n", mb / mf, median(lb) / median(lf)
+    printf "| ratio baton as its own guard / flock | %.2f | %.2f | | |\n", ms / mf, median(ls) / median(lf)
     if (db) printf "| ratio baton --db / flock | %.2f | %.2f | | |\n", md / mf, median(ld) / median(lf)
     printf "\nbaton run adds %.3f ms per invocation over flock", mb - mf
     if (db) printf "; with --db, %.3f ms", md - mf

@@ -6,8 +6,11 @@
 # cutime+cstime (its reaped children: each run's guard, and the `true` the
 # guard reaped), divided by the runs that ended in the window.
 #
-# Beside it, in the same run, the floor of any supervisor: a bash loop that
-# runs `flock -n LOCKFILE true` as many times, read the same way.
+# It measures baton twice, one window after the other: as built, with
+# baton-guard beside it (the guard each run starts), and the same baton alone
+# in a directory, which re-executes itself as each run's guard. Beside them,
+# in the same run, the floor of any supervisor: a bash loop that runs
+# `flock -n LOCKFILE true` as many times, read the same way.
 #
 # Usage:  bench/runcost.sh            (from anywhere inside the repo)
 # Env:    JOBS=20  WINDOW=30 (seconds)  DB=   (DB: a PostgreSQL URL; empty: the local store)
@@ -36,7 +39,7 @@ if [ -n "${BATON_BIN:-}" ]; then # a baton built elsewhere, e.g. at another comm
   rev="$($baton version | cut -d' ' -f2-) ($BATON_BIN)"
 else
   echo "--- building baton at $rev" >&2
-  go build -o "$tmp/baton" ./cmd/baton
+  go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
   baton="$tmp/baton"
 fi
 mkdir "$tmp/locks"
@@ -56,39 +59,48 @@ succeeded() {
     awk -v from="$1" -v to="$2" '/"at":/ { gsub(/[",]/, "", $2); at = $2 } /"outcome": "succeeded"/ { if (at >= from && at < to) n++ } END { print n + 0 }'
 }
 
-"$baton" daemon --config "$tmp/jobs.yaml" "${store[@]}" --log-format json >"$tmp/daemon.log" 2>&1 &
-daemon=$!
-# Let it load, migrate and settle before the window opens.
-sleep 5
-kill -0 "$daemon" || { cat "$tmp/daemon.log" >&2; exit 1; }
+# measure BIN LABEL: one daemon of BIN runs the jobs; prints a row of the table.
+measure() {
+  local bin=$1 label=$2 s0 c0 s1 c1 from to runs
+  "$bin" daemon --config "$tmp/jobs.yaml" "${store[@]}" --log-format json >"$tmp/daemon.log" 2>&1 &
+  daemon=$!
+  # Let it load, migrate and settle before the window opens.
+  sleep 5
+  kill -0 "$daemon" || { cat "$tmp/daemon.log" >&2; exit 1; }
+  s0=$(self_ticks "$daemon"); c0=$(child_ticks "$daemon")
+  from=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  echo "--- $label: $JOBS jobs every second, measuring $SECS s" >&2
+  sleep "$SECS"
+  to=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  s1=$(self_ticks "$daemon"); c1=$(child_ticks "$daemon")
+  kill -TERM "$daemon"; wait "$daemon" || true
+  daemon=
+  runs=$(succeeded "$from" "$to")
+  echo "$label	$((s1 - s0))	$((c1 - c0))	$runs" >>"$tmp/rows.tsv"
+}
 
+# The same baton alone in a directory: it guards its runs itself.
+mkdir "$tmp/self"
+cp "$baton" "$tmp/self/baton"
+: >"$tmp/rows.tsv"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-s0=$(self_ticks "$daemon"); c0=$(child_ticks "$daemon")
-from=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-echo "--- $JOBS jobs every second, measuring $SECS s" >&2
-sleep "$SECS"
-to=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-s1=$(self_ticks "$daemon"); c1=$(child_ticks "$daemon")
+measure "$baton" "baton-guard"
+measure "$tmp/self/baton" "baton as its own guard"
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-# Runs of the window's ticks that are still going end within a few seconds.
-sleep 3
-runs=$(succeeded "$from" "$to")
 
-# The floor, in the same run: flock -n LOCKFILE true, as many times.
-n=$((runs > 0 ? runs : 1))
+# The floor, in the same run: flock -n LOCKFILE true, as many times as runs.
+n=$(awk -F'\t' 'NR == 1 { print ($4 > 0 ? $4 : 1) }' "$tmp/rows.tsv")
 floor=$(bash -c 'for ((i = 0; i < '"$n"'; i++)); do flock -n "'"$tmp"'/flock.lock" true; done; cat /proc/$$/stat' | awk '{print $14 + $15 + $16 + $17}')
 
 echo
-echo "baton $rev (go build, no -race), store: ${DB:+PostgreSQL}${DB:-local}; $JOBS jobs every second for $SECS s; load average $load0 at the start, $load1 at the end."
+echo "baton $rev (go build, no -race), store: ${DB:+PostgreSQL}${DB:-local}; $JOBS jobs every second, $SECS s a window; load average $load0 at the start, $load1 at the end."
 echo
-awk -v s="$((s1 - s0))" -v c="$((c1 - c0))" -v r="$runs" -v e="$((JOBS * SECS))" -v f="$floor" -v n="$n" -v hz="$clk" 'BEGIN {
-  ms = 1000 / hz
-  printf "| measure | value |\n|---|---:|\n"
-  printf "| runs succeeded in the window (expected %d) | %d |\n", e, r
-  if (r == 0) exit
-  printf "| daemon CPU per run, its own (utime+stime) | %.2f ms |\n", s * ms / r
-  printf "| daemon CPU per run, reaped children (guard + true) | %.2f ms |\n", c * ms / r
-  printf "| **daemon CPU per run, all** | **%.2f ms** |\n", (s + c) * ms / r
-  printf "| floor: `flock -n LOCKFILE true` from bash, CPU per run | %.2f ms |\n", f * ms / n
-  printf "| ratio all / floor | %.2f |\n", (s + c) / (f * r / n)
-}'
+awk -F'\t' -v e="$((JOBS * SECS))" -v f="$floor" -v n="$n" -v hz="$clk" '
+  BEGIN {
+    ms = 1000 / hz
+    printf "| guard | runs succeeded (expected %d) | daemon CPU per run, its own | reaped children (guard + true) | **all** | all / floor |\n", e
+    printf "|---|---:|---:|---:|---:|---:|\n"
+  }
+  { if ($4 == 0) { printf "| %s | 0 | | | | |\n", $1; next }
+    printf "| %s | %d | %.2f ms | %.2f ms | **%.2f ms** | %.2f |\n", $1, $4, $2 * ms / $4, $3 * ms / $4, ($2 + $3) * ms / $4, ($2 + $3) / (f * $4 / n) }
+  END { printf "| floor: `flock -n LOCKFILE true` from bash | %d | | | %.2f ms | 1 |\n", n, f * ms / n }' "$tmp/rows.tsv"

@@ -7,17 +7,20 @@
 //	baton run (Supervisor)  holds the lease: renews it about every TTL/3,
 //	  │                     forwards signals, keeps the trust window and
 //	  │                     sends each new deadline to the guard
-//	  └─ baton __guard      a child subreaper: every orphaned descendant of
+//	  └─ baton-guard        a child subreaper: every orphaned descendant of
 //	       │                the command becomes its child; it reaps them all,
 //	       │                applies the strays policy, stops the tree when
 //	       │                the trust deadline passes, and dies with baton
 //	       │                (Pdeathsig), killing the whole tree as it goes
 //	       └─ COMMAND …     in its own process group, with BATON_* set
 //
-// The guard's code is package supervise/guard, which keeps to the packages
-// every Go program initialises first, so that a binary that blank-imports
-// supervise/guardinit starts its guards before the rest of it initialises
-// (a guard starts once per run).
+// A guard starts once per run, so its start-up is paid on every run. Its
+// code is package supervise/guard, built small as cmd/baton-guard, which
+// Run starts when it lies beside this executable (GuardBeside) and speaks
+// the same guard protocol; otherwise baton is its own guard (its __guard
+// subcommand). The guard package keeps to the packages every Go program
+// initialises first, so that a binary that blank-imports
+// supervise/guardinit starts its guards before the rest of it initialises.
 //
 // The lease is released only when the guard reports that the whole tree is
 // gone. For the local store the guard also holds a copy of the lock's
@@ -56,6 +59,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/supervise/guard"
 	"golang.org/x/sys/unix"
 )
 
@@ -88,7 +92,9 @@ type Supervisor struct {
 	ExtraEnv []string
 	Dir      string
 	// GuardPath is the executable that runs GuardMain when called with
-	// GuardCommand as its first argument; default: this executable.
+	// GuardCommand as its first argument; default: GuardBeside this
+	// executable. A guard that refuses the protocol is replaced by this
+	// executable.
 	GuardPath string
 	// Logf reports what baton does (renewal trouble, lost lease); nil is quiet.
 	Logf func(format string, args ...any)
@@ -164,10 +170,50 @@ type lockFiler interface {
 // ctx is itself cancelled by those signals should pass
 // context.WithoutCancel(ctx), or the command gets each signal twice.
 func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string) Result {
-	logf := s.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	logf := s.logf()
+	self, err := os.Executable()
+	if err != nil && s.GuardPath == "" {
+		logf("cannot find baton's own executable to guard the command: %v", err)
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 	}
+	guardPath := s.GuardPath
+	if guardPath == "" {
+		guardPath = GuardBeside(self)
+	}
+	if _, no := refusedGuards.Load(guardPath); no && self != "" {
+		guardPath = self
+	}
+	res, refused := s.run(ctx, term, trustFrom, argv, guardPath)
+	if refused == "" {
+		return res
+	}
+	// A guard of another build started nothing: this process's own guard
+	// takes the run, and the other is not asked again.
+	refusedGuards.Store(guardPath, true)
+	if self == "" || self == guardPath {
+		logf("%s", refused)
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+	}
+	logf("%s; baton guards its commands itself meanwhile (a slower start for each run)", refused)
+	res, refused = s.run(ctx, term, trustFrom, argv, self)
+	if refused != "" {
+		logf("%s", refused)
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+	}
+	return res
+}
+
+func (s *Supervisor) logf() func(format string, args ...any) {
+	if s.Logf == nil {
+		return func(string, ...any) {}
+	}
+	return s.Logf
+}
+
+// run is Run with the guard at guardPath. refused is set, and nothing was
+// started or released, when that guard speaks another protocol.
+func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string, guardPath string) (_ Result, refused string) {
+	logf := s.logf()
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
 	trustUntil := func(sent time.Time) time.Time {
 		return sent.Add(term.TTL - killAfter - Safety(term.TTL))
@@ -183,17 +229,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		cancel()
 		if err != nil {
 			return Result{ExitCode: baton.ExitLeaseLost, ReleaseErr: s.release(term),
-				LeaseLost: baton.Wrap(baton.ELEASELOST, err, "the lease of %s (token %d) could not be renewed before its command started", term.Job, term.Token)}
+				LeaseLost: baton.Wrap(baton.ELEASELOST, err, "the lease of %s (token %d) could not be renewed before its command started", term.Job, term.Token)}, ""
 		}
 		trustFrom = sent
-	}
-	guardPath := s.GuardPath
-	if guardPath == "" {
-		var err error
-		if guardPath, err = os.Executable(); err != nil {
-			logf("cannot find baton's own executable to guard the command: %v", err)
-			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
-		}
 	}
 	// Resolved here, with baton's own PATH, as a shell would before exec.
 	path, err := exec.LookPath(argv[0])
@@ -203,12 +241,12 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			code = 127
 		}
 		logf("cannot run %s: %v", argv[0], err)
-		return Result{ExitCode: code, ReleaseErr: s.release(term)}
+		return Result{ExitCode: code, ReleaseErr: s.release(term)}, ""
 	}
 	results, resultW, err := os.Pipe()
 	if err != nil {
 		logf("cannot create a pipe: %v", err)
-		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
 	}
 	defer results.Close()
 	extra := []*os.File{resultW, nil}
@@ -216,7 +254,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		extra[1] = lf.LockFile(term)
 	}
 	strays := cmp.Or(s.Strays, "wait")
-	guardArgs := []string{GuardCommand, "--strays", strays, "--kill-after", killAfter.String(),
+	guardArgs := []string{GuardCommand, "--protocol", guard.Protocol, "--strays", strays, "--kill-after", killAfter.String(),
 		"--ppid", strconv.Itoa(os.Getpid()), "--path", path}
 	// A lease that can expire (it is not a lock the guard holds too) gets a
 	// trust window in the guard as well: the guard stops the tree when it
@@ -227,7 +265,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		if err != nil {
 			resultW.Close()
 			logf("cannot share the trust window with the guard: %v", err)
-			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
 		}
 		defer trust.close()
 		extra = append(extra, trust.F)
@@ -275,11 +313,11 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		// The guard's exec carries the command's arguments and environment:
 		// the kernel refuses them, as it would the command's own exec.
 		logf("cannot run %s: its arguments and environment are larger than the kernel accepts (E2BIG)", argv[0])
-		return Result{ExitCode: 126, ReleaseErr: s.release(term)}
+		return Result{ExitCode: 126, ReleaseErr: s.release(term)}, ""
 	}
 	if err != nil {
 		logf("cannot start the guard of the command: %v", err)
-		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
+		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
 	}
 	guard := cmd.Process.Pid
 	var commandPID atomic.Int64 // the command's pid, once the guard says
@@ -361,6 +399,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 		select {
 		case <-exited:
 			r := <-report
+			if r.Refused {
+				return Result{}, r.Error
+			}
 			if r.Error != "" && r.ExitCode == baton.ExitInternal && r.Done {
 				logf("%s", r.Error)
 			}
@@ -368,7 +409,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 			if res.LeaseLost == nil && res.Survivors == nil {
 				res.ReleaseErr = s.release(term)
 			}
-			return res
+			return res, ""
 		case sig := <-sigs:
 			syscall.Kill(guard, sig.(syscall.Signal))
 		case <-cancelled:
@@ -426,7 +467,7 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	if res.LeaseLost == nil && res.Survivors == nil {
 		res.ReleaseErr = s.release(term)
 	}
-	return res
+	return res, ""
 }
 
 // keepRenewing renews term every third of its TTL until the returned stop

@@ -19,6 +19,7 @@ import (
 	"github.com/batonhq/baton/internal/leasetest"
 	"github.com/batonhq/baton/procfs"
 	"github.com/batonhq/baton/supervise"
+	"github.com/batonhq/baton/supervise/guard"
 	"golang.org/x/sys/unix"
 )
 
@@ -157,7 +158,7 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 			}
 			defer cell.Close()
 			self, _ := os.Executable()
-			cmd := exec.Command(self, supervise.GuardCommand, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
+			cmd := exec.Command(self, supervise.GuardCommand, "--protocol", guard.Protocol, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
 				"--path", "/bin/sh", "--trust", "--", "sh", "-c", `trap '' TERM; touch `+running+`; sleep 3; echo done`)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
@@ -227,7 +228,7 @@ func TestGuardDoesNotStartPastTrust(t *testing.T) {
 	defer cell.Close()
 	marker := filepath.Join(t.TempDir(), "ran")
 	self, _ := os.Executable()
-	cmd := exec.Command(self, supervise.GuardCommand, "--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/touch",
+	cmd := exec.Command(self, supervise.GuardCommand, "--protocol", guard.Protocol, "--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/touch",
 		"--trust", "--", "touch", marker)
 	cmd.ExtraFiles = []*os.File{resultW, nil, cell.File()}
 	if err := cmd.Run(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/batonhq/baton/jobfile"
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/supervise"
 	"github.com/google/uuid"
 )
 
@@ -204,7 +205,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	d := &scheduler.Daemon{
 		Store: st.schedule, Leaser: st.leaser, ID: host + "-" + uuid.NewString()[:8], Host: host,
 		Config: c.config, MaxConcurrent: c.maxConcurrent, Poll: c.poll, ClaimTTL: c.claimTTL,
-		Grace: c.grace, GuardPath: exe, Env: withoutNotify(c.store.jobEnviron(c.env, c.password)), Log: log.With("daemon_pid", os.Getpid()),
+		Grace: c.grace, GuardPath: supervise.GuardBeside(exe), Env: withoutNotify(c.store.jobEnviron(c.env, c.password)), Log: log.With("daemon_pid", os.Getpid()),
 		Version: readBuild().String(), PlayLevel: playLevel, NotifyLink: notifyLink,
 	}
 	metricsHandler := c.http.metrics(st, d, relay) // for --http's /metrics

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,8 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/postgres"
+	"github.com/batonhq/baton/supervise"
+	"github.com/batonhq/baton/supervise/guard"
 )
 
 const doctorHelp = `
@@ -253,6 +256,7 @@ func (c *DoctorCommand) local(ctx context.Context) error {
 		r.Findings = append([]flock.Finding{{Level: flock.LevelWarn, Check: "store",
 			Message: source + " is set, so baton run uses PostgreSQL, not this directory"}}, r.Findings...)
 	}
+	r.Findings = append(r.Findings, guardFinding())
 	if err := c.print(r); err != nil {
 		return err
 	}
@@ -260,6 +264,28 @@ func (c *DoctorCommand) local(ctx context.Context) error {
 		return ExitError{Code: 1}
 	}
 	return nil
+}
+
+// guardFinding says which guard baton run and the daemon start below each
+// command: the baton-guard beside this executable, when it speaks this
+// baton's guard protocol, or baton itself (docs/INSTALL.md, "The guard").
+func guardFinding() flock.Finding {
+	exe, err := os.Executable()
+	if err != nil {
+		return flock.Finding{Level: flock.LevelWarn, Check: "guard", Message: "cannot find baton's own executable: " + err.Error()}
+	}
+	p := supervise.GuardBeside(exe)
+	if p == exe {
+		return flock.Finding{Level: flock.LevelWarn, Check: "guard", Message: "no " + supervise.GuardName + " beside " + exe +
+			": baton re-executes itself as the guard of each run, at several times the CPU a run; install " + supervise.GuardName + " from the same build beside it"}
+	}
+	out, _ := exec.Command(p, "--version").CombinedOutput()
+	_, got, _ := strings.Cut(strings.TrimSpace(string(out)), "Guard protocol: ")
+	if got != guard.Protocol {
+		return flock.Finding{Level: flock.LevelWarn, Check: "guard", Message: fmt.Sprintf("%s speaks guard protocol %q, this baton %q: it is from another build, so each run tries it, is refused and is guarded by baton itself; install baton and %s from the same build",
+			p, got, guard.Protocol, supervise.GuardName)}
+	}
+	return flock.Finding{Level: flock.LevelOK, Check: "guard", Message: p + " guards each run (guard protocol " + guard.Protocol + ")"}
 }
 
 func (c *DoctorCommand) print(r flock.Report) error {

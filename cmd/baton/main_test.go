@@ -52,6 +52,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
 		os.Exit(1)
 	}
+	// The small guard beside it, as a release installs it.
+	out, err = exec.Command("go", "build", "-race", "-buildvcs=false", "-o", filepath.Join(dir, "baton-guard"), "../baton-guard").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building baton-guard: %v\n%s", err, out)
+		os.Exit(1)
+	}
 	pgtest.Main(m)
 }
 

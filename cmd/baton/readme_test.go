@@ -25,7 +25,7 @@ func TestReadmeTryIt(t *testing.T) {
 	}
 	_, block, ok := strings.Cut(string(b), "```sh\n")
 	line, _, _ := strings.Cut(block, "\n")
-	const build = "go build -o baton ./cmd/baton && "
+	const build = "go build -o . ./cmd/baton ./cmd/baton-guard && "
 	if !ok || !strings.HasPrefix(line, build) {
 		t.Fatalf("the README's first command %q does not start with %q", line, build)
 	}
@@ -37,6 +37,12 @@ func TestReadmeTryIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "baton"), bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if bin, err = os.ReadFile(guardBin()); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "baton-guard"), bin, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

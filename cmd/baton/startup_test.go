@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/batonhq/baton/supervise"
+	"github.com/batonhq/baton/supervise/guard"
 )
 
 // heavyInits are packages of baton's whose initialisation the guard of a
@@ -78,7 +79,7 @@ func TestGuardStartsBeforeHeavyInits(t *testing.T) {
 	}
 	defer r.Close()
 	dir := t.TempDir()
-	pkgs, code = initTrace(t, []*os.File{w}, supervise.GuardCommand, "--ppid", strconv.Itoa(os.Getpid()),
+	pkgs, code = initTrace(t, []*os.File{w}, supervise.GuardCommand, "--protocol", guard.Protocol, "--ppid", strconv.Itoa(os.Getpid()),
 		"--path", "/bin/touch", "--", "touch", dir+"/ran")
 	w.Close()
 	report, _ := io.ReadAll(r)

@@ -80,10 +80,14 @@ type Report struct {
 	// TrustExpired says the guard stopped the tree itself because the
 	// trust deadline passed without an extension from the supervisor.
 	TrustExpired bool `json:"trust_expired,omitempty"`
+	// Refused says the guard speaks another protocol than its supervisor
+	// asked for (it is from another build) and started nothing.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // options are the guard's flags, as the supervisor passes them.
 type options struct {
+	protocol  string
 	strays    string
 	killAfter time.Duration
 	ppid      int
@@ -130,6 +134,8 @@ func parseArgs(args []string) (options, bool) {
 		}
 		var err error
 		switch name {
+		case "protocol":
+			o.protocol = value
 		case "strays":
 			o.strays = value
 		case "kill-after":
@@ -167,6 +173,11 @@ func Main(args []string) int {
 	}
 	g := &guard{strays: o.strays, killAfter: o.killAfter, self: os.Getpid()}
 	result := os.NewFile(FDResult, "result")
+	if o.protocol != Protocol {
+		exe, _ := os.Executable()
+		return g.finish(result, Report{ExitCode: ExitInternal, Refused: true,
+			Error: exe + " speaks guard protocol " + Protocol + ", not " + o.protocol + " as this baton does: it is from another build; install baton and baton-guard from the same build"})
+	}
 	syscall.CloseOnExec(FDResult)
 	syscall.CloseOnExec(FDLock) // EBADF when there is no lock: fine
 	if o.trust {
@@ -349,7 +360,7 @@ func (g *guard) killTree() {
 }
 
 func (g *guard) finish(result *os.File, res Report) int {
-	if res.Error != "" {
+	if res.Error != "" && !res.Refused { // a refusal is the supervisor's to tell
 		os.Stderr.WriteString("baton: " + res.Error + "\n")
 	}
 	res.Done = true

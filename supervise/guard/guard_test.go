@@ -1,8 +1,15 @@
 package guard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +32,7 @@ func TestReportJSON(t *testing.T) {
 		{Done: true, ExitCode: 137},
 		{Done: true, ExitCode: 76, TrustExpired: true, Error: "the lease's trust window ended"},
 		{Done: true, Strays: []Process{{PID: 7, Argv: nil}, {PID: 8, Argv: []string{}}, {PID: 9, Argv: []string{"sh", "-c", `echo "a\b" 	x` + "\n\x01\x7f<&>"}}}},
+		{Done: true, ExitCode: 70, Refused: true, Error: "protocol"},
 		{Done: true, Error: "bad utf-8: \xff\xfe, fine: é 世 😀, \u2028"},
 	} {
 		got := r.AppendJSON(nil)
@@ -50,8 +58,8 @@ func TestParseArgs(t *testing.T) {
 		want options
 		ok   bool
 	}{
-		{[]string{"--strays", "kill", "--kill-after", "200ms", "--ppid", "12", "--path", "/bin/true", "--trust", "--", "true", "-x"},
-			options{strays: "kill", killAfter: 200 * time.Millisecond, ppid: 12, path: "/bin/true", trust: true, argv: []string{"true", "-x"}}, true},
+		{[]string{"--protocol", "p1", "--strays", "kill", "--kill-after", "200ms", "--ppid", "12", "--path", "/bin/true", "--trust", "--", "true", "-x"},
+			options{protocol: "p1", strays: "kill", killAfter: 200 * time.Millisecond, ppid: 12, path: "/bin/true", trust: true, argv: []string{"true", "-x"}}, true},
 		{[]string{"-ppid=3", "--path=/bin/sh", "sh", "--", "-c"},
 			options{strays: "wait", killAfter: 10 * time.Second, ppid: 3, path: "/bin/sh", argv: []string{"sh", "--", "-c"}}, true},
 		{[]string{"--ppid", "1", "--"}, options{}, false},               // no command
@@ -64,5 +72,31 @@ func TestParseArgs(t *testing.T) {
 		if ok != tc.ok || ok && !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("parseArgs(%q) = %+v, %v; want %+v, %v", tc.args, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// The protocol follows the guard's code, so that a baton-guard of another
+// build is refused rather than trusted with a run: a change to any file of
+// the package but protocol.go and the tests needs a new Protocol.
+func TestProtocolFollowsTheCode(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		if f == "protocol.go" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(b))
+		h.Write(b)
+	}
+	if want := hex.EncodeToString(h.Sum(nil))[:10]; Protocol != want {
+		t.Fatalf("the guard's code changed: set Protocol in protocol.go to %q (it is %q)", want, Protocol)
 	}
 }

@@ -51,6 +51,9 @@ func (r Report) AppendJSON(b []byte) []byte {
 	if r.TrustExpired {
 		b = append(b, `,"trust_expired":true`...)
 	}
+	if r.Refused {
+		b = append(b, `,"refused":true`...)
+	}
 	return append(b, '}', '\n')
 }
 

@@ -76,7 +76,7 @@ func release(o options) error {
 		return err
 	}
 	var artefacts []string
-	bins := map[string]string{}
+	bins, guards := map[string]string{}, map[string]string{}
 	for _, arch := range strings.Split(o.arches, ",") {
 		bin := filepath.Join(o.out, fmt.Sprintf("baton-%s-linux-%s", version, arch))
 		fmt.Printf("--- building %s\n", bin)
@@ -84,7 +84,13 @@ func release(o options) error {
 			return err
 		}
 		bins[arch] = bin
-		artefacts = append(artefacts, bin)
+		guard := filepath.Join(o.out, fmt.Sprintf("baton-guard-%s-linux-%s", version, arch))
+		fmt.Printf("--- building %s\n", guard)
+		if err := buildStatic(guard, "./cmd/baton-guard", "linux", arch, version, rev); err != nil {
+			return err
+		}
+		guards[arch] = guard
+		artefacts = append(artefacts, bin, guard)
 	}
 	// The man pages and completion scripts come from a baton that runs here.
 	host := bins[runtime.GOARCH]
@@ -98,7 +104,7 @@ func release(o options) error {
 		return err
 	}
 	for _, arch := range strings.Split(o.arches, ",") {
-		deb, err := packageDeb(o.out, stage, bins[arch], arch, version)
+		deb, err := packageDeb(o.out, stage, bins[arch], guards[arch], arch, version)
 		if err != nil {
 			return err
 		}
@@ -154,9 +160,16 @@ func gitVersion(rev string) (string, error) {
 // reports version and rev, which -ldflags sets because the toolchain stamps
 // nothing in a git worktree or with -buildvcs=false.
 func buildBaton(out, goos, goarch, version, rev string) error {
+	return buildStatic(out, "./cmd/baton", goos, goarch, version, rev)
+}
+
+// buildStatic builds the command pkg (./cmd/baton or ./cmd/baton-guard,
+// the small guard baton starts beside itself for each run) as buildBaton
+// does.
+func buildStatic(out, pkg, goos, goarch, version, rev string) error {
 	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -X main.Version="+version+" -X main.Revision="+rev,
-		"-o", out, "./cmd/baton")
+		"-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -232,6 +245,9 @@ contents:
   - src: {{.Binary}}
     dst: /usr/bin/baton
     file_info: {mode: 0755}
+  - src: {{.Guard}}
+    dst: /usr/bin/baton-guard
+    file_info: {mode: 0755}
   - src: {{.Root}}/packaging/baton.service
     dst: /usr/lib/systemd/system/baton.service
   - src: {{.Root}}/packaging/baton-relay.service
@@ -266,7 +282,7 @@ scripts:
 `))
 
 // packageDeb builds dist/baton_VERSION_ARCH.deb with nfpm.
-func packageDeb(out, stage, bin, arch, version string) (string, error) {
+func packageDeb(out, stage, bin, guard, arch, version string) (string, error) {
 	root, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -279,7 +295,7 @@ func packageDeb(out, stage, bin, arch, version string) (string, error) {
 	}
 	var conf bytes.Buffer
 	if err := nfpmConfig.Execute(&conf, map[string]string{
-		"Arch": arch, "Version": version, "Binary": abs(bin), "Root": root, "Stage": abs(stage),
+		"Arch": arch, "Version": version, "Binary": abs(bin), "Guard": abs(guard), "Root": root, "Stage": abs(stage),
 	}); err != nil {
 		return "", err
 	}

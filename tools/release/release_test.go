@@ -34,32 +34,35 @@ func TestReleaseDeb(t *testing.T) {
 		t.Fatalf("go run ./tools/release: %v\n%s", err, b)
 	}
 	bin := filepath.Join(out, "baton-"+version+"-linux-"+arch)
+	guard := filepath.Join(out, "baton-guard-"+version+"-linux-"+arch)
 	deb := filepath.Join(out, "baton_1.2.3-rc.1_"+arch+".deb")
 	entries, _ := os.ReadDir(out)
 	var names []string
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if want := []string{"SHA256SUMS", filepath.Base(bin), filepath.Base(deb)}; !slices.Equal(names, want) {
+	if want := []string{"SHA256SUMS", filepath.Base(guard), filepath.Base(bin), filepath.Base(deb)}; !slices.Equal(names, want) {
 		t.Fatalf("dist holds %q, want %q", names, want)
 	}
 	sums := exec.Command("sha256sum", "--check", "--strict", "SHA256SUMS")
 	sums.Dir = out
-	if b, err := sums.CombinedOutput(); err != nil || strings.Count(string(b), ": OK") != 2 {
+	if b, err := sums.CombinedOutput(); err != nil || strings.Count(string(b), ": OK") != 3 {
 		t.Errorf("sha256sum --check: %v\n%s", err, b)
 	}
 
 	// Static: no program interpreter (dynamic loader) to find.
-	f, err := elf.Open(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Errorf("%s is dynamically linked", bin)
+	for _, bin := range []string{bin, guard} {
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked", bin)
+			}
+		}
+		f.Close()
 	}
-	f.Close()
 
 	contents, err := exec.Command(dpkgDeb, "--contents", deb).Output()
 	if err != nil {
@@ -77,6 +80,7 @@ func TestReleaseDeb(t *testing.T) {
 	}
 	want := map[string]string{
 		"/usr/bin/baton":                                  "-rwxr-xr-x root/root",
+		"/usr/bin/baton-guard":                            "-rwxr-xr-x root/root",
 		"/usr/lib/systemd/system/baton.service":           "-rw-r--r-- root/root",
 		"/usr/lib/systemd/system/baton-relay.service":     "-rw-r--r-- root/root",
 		"/usr/lib/sysusers.d/baton.conf":                  "-rw-r--r-- root/root",
@@ -143,6 +147,12 @@ func TestReleaseDeb(t *testing.T) {
 	b, err := exec.Command(filepath.Join(tree, "usr/bin/baton"), "version", "--json").Output()
 	if err := json.Unmarshal(b, &v); err != nil || v.Version != version || v.Revision != strings.TrimSpace(string(head)) {
 		t.Errorf("the packaged baton version --json: %v %s", err, b)
+	}
+	// The packaged baton guards its runs with the packaged baton-guard:
+	// both speak one guard protocol.
+	run := exec.Command(filepath.Join(tree, "usr/bin/baton"), "run", "--lock-dir", t.TempDir(), "demo", "--", "sh", "-c", "readlink /proc/$PPID/exe")
+	if b, err := run.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != filepath.Join(tree, "usr/bin/baton-guard") {
+		t.Errorf("the packaged baton run: %v; the command's parent %q, want the packaged baton-guard", err, b)
 	}
 
 	t.Run("systemd-analyze verify", func(t *testing.T) {
