@@ -7,3 +7,12 @@ func SetFenceStep(f func(step string)) func() {
 	fenceStep = f
 	return func() { fenceStep = old }
 }
+
+// SetOnScan makes f see the inode of each lock whose holder's descriptors
+// Acquire reads while it looks for a lock on a removed lock file; it
+// returns the restore function.
+func SetOnScan(f func(ino uint64)) func() {
+	old := onScan
+	onScan = f
+	return func() { onScan = old }
+}

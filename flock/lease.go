@@ -224,7 +224,11 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 		// replaced while held, still holds the job: this file is no lease.
 		var fst unix.Stat_t
 		if unix.Fstat(int(f.Fd()), &fst) == nil {
-			if other, ok := lockedUnlinked(path, fst.Dev); ok {
+			// Neither this file (it is at the path) nor this process's
+			// locks of other jobs can be the earlier file.
+			skip := l.heldElsewhere(path)
+			skip[fst.Ino] = true
+			if other, ok := lockedUnlinked(path, fst.Dev, skip); ok {
 				if created && other.Token >= 1 {
 					// The file just made names a term that was not
 					// granted: put the holder's record there instead,
@@ -256,7 +260,7 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			}
 		}
 		l.mu.Lock()
-		l.held[req.Owner] = &heldLock{f: f}
+		l.held[req.Owner] = &heldLock{f: f, path: path}
 		l.mu.Unlock()
 		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: token, TTL: req.TTL}}, nil
 	}
@@ -281,6 +285,7 @@ func (l *Leaser) termState(req baton.AcquireRequest, token int64) state {
 type heldLock struct {
 	f     *os.File
 	stale []*os.File
+	path  string // the job's lock file path (f.Name() may be a temporary name it was made under)
 }
 
 // Renew checks that the term's lock is still held on the file at the path.

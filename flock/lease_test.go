@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -347,5 +349,49 @@ func TestRenewRemakesRemovedLockFile(t *testing.T) {
 	}
 	if next := leasetest.MustAcquire(t, l, "job", time.Minute); next.Token != term.Token+1 {
 		t.Fatalf("token after the remade file = %d, want %d", next.Token, term.Token+1)
+	}
+}
+
+// A daemon holds the lock of every job it runs. Looking for a lock on a
+// removed file at a job's path, Acquire does not read this process's
+// descriptors once for each of its locks of other jobs: none of them can be
+// that file. It still finds its own removed lock of the same job.
+func TestAcquireSkipsOwnLocksOfOtherJobs(t *testing.T) {
+	dir := t.TempDir()
+	l, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		leasetest.MustAcquire(t, l, fmt.Sprintf("held%d", i), time.Minute)
+	}
+	ours := map[uint64]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			ours[fi.Sys().(*syscall.Stat_t).Ino] = true
+		}
+	}
+	var scanned []uint64
+	var mu sync.Mutex
+	defer flock.SetOnScan(func(ino uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ours[ino] {
+			scanned = append(scanned, ino)
+		}
+	})()
+	leasetest.MustAcquire(t, l, "next", time.Minute)
+	if len(scanned) != 0 {
+		t.Fatalf("acquiring a job read this process's descriptors for %d of its locks of other jobs", len(scanned))
+	}
+	// Its own lock of a job whose file was removed is still found.
+	term := leasetest.MustAcquire(t, l, "job", time.Minute)
+	if err := os.Remove(filepath.Join(dir, "job.lock")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := l.Acquire(context.Background(), baton.AcquireRequest{Job: "job", TTL: time.Minute, Owner: "o2"})
+	if err != nil || !g.Busy() || g.Holder.Token != term.Token {
+		t.Fatalf("acquire beside its own removed lock: grant %+v, err %v; want busy with token %d", g, err, term.Token)
 	}
 }
