@@ -16,3 +16,12 @@ func SetOnScan(f func(ino uint64)) func() {
 	onScan = f
 	return func() { onScan = old }
 }
+
+// SetOnFdDir makes f see each process whose descriptors Acquire reads
+// while it looks for a lock on a removed lock file; it returns the restore
+// function.
+func SetOnFdDir(f func(pid int)) func() {
+	old := onFdDir
+	onFdDir = f
+	return func() { onFdDir = old }
+}

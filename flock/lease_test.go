@@ -395,3 +395,33 @@ func TestAcquireSkipsOwnLocksOfOtherJobs(t *testing.T) {
 		t.Fatalf("acquire beside its own removed lock: grant %+v, err %v; want busy with token %d", g, err, term.Token)
 	}
 }
+
+// A process holding many locks on the device (another Leaser's, here) has
+// its descriptors read once per acquisition, not once per lock.
+func TestAcquireReadsEachHolderOnce(t *testing.T) {
+	dir := t.TempDir()
+	holder, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		leasetest.MustAcquire(t, holder, fmt.Sprintf("held%d", i), time.Minute)
+	}
+	l, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reads := 0
+	defer flock.SetOnFdDir(func(pid int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pid == os.Getpid() {
+			reads++
+		}
+	})()
+	leasetest.MustAcquire(t, l, "next", time.Minute)
+	if reads != 1 {
+		t.Fatalf("acquiring a job read the descriptors of this process, which holds 10 locks, %d times; want once", reads)
+	}
+}

@@ -30,8 +30,11 @@ func lockedUnlinked(path string, dev uint64, elsewhere map[uint64]bool) (*state,
 	if err != nil {
 		return nil, false
 	}
-	want := path + " (deleted)"
+	// The candidates: flocks on this device, by locking process. Each
+	// process's descriptors are read once, however many locks it holds.
 	major, minor := unix.Major(dev), unix.Minor(dev)
+	byPID := map[string]map[uint64]bool{}
+	var pids []string
 	for _, line := range strings.Split(string(b), "\n") {
 		fields := strings.Fields(line)
 		if len(fields) < 6 || fields[1] != "FLOCK" {
@@ -44,7 +47,19 @@ func lockedUnlinked(path string, dev uint64, elsewhere map[uint64]bool) (*state,
 		if onScan != nil {
 			onScan(k.ino)
 		}
-		fdDir := filepath.Join("/proc", fields[4], "fd")
+		pid := fields[4]
+		if byPID[pid] == nil {
+			byPID[pid] = map[uint64]bool{}
+			pids = append(pids, pid)
+		}
+		byPID[pid][k.ino] = true
+	}
+	want := path + " (deleted)"
+	for _, pid := range pids {
+		if onFdDir != nil {
+			onFdDir(atoiOr(pid))
+		}
+		fdDir := filepath.Join("/proc", pid, "fd")
 		fds, err := os.ReadDir(fdDir)
 		if err != nil {
 			continue
@@ -55,12 +70,12 @@ func lockedUnlinked(path string, dev uint64, elsewhere map[uint64]bool) (*state,
 				continue
 			}
 			var st unix.Stat_t
-			if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || st.Ino != k.ino {
+			if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || !byPID[pid][st.Ino] {
 				continue
 			}
 			f, err := os.Open(filepath.Join(fdDir, fd.Name()))
 			if err != nil {
-				return &state{PID: atoiOr(fields[4])}, true
+				return &state{PID: atoiOr(pid)}, true
 			}
 			s, _ := readState(f)
 			f.Close()
@@ -78,6 +93,10 @@ func atoiOr(s string) int {
 // onScan, when set (by tests), is called with the inode of each lock whose
 // holder's descriptors lockedUnlinked reads.
 var onScan func(ino uint64)
+
+// onFdDir, when set (by tests), is called with each process whose
+// descriptors lockedUnlinked reads.
+var onFdDir func(pid int)
 
 // heldElsewhere is the inodes of the lock files this Leaser holds for other
 // paths than path, current and stale (see lockedUnlinked).
