@@ -67,34 +67,18 @@ for _ in 1 2 3 4 5; do
   [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
 done
 
-block_baton() {
+# block COMMAND…: RUNS invocations of COMMAND; prints the nanoseconds taken.
+block() {
   local i t0 t1
   t0=$(date +%s%N)
-  for ((i = 0; i < RUNS; i++)); do "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"; done
+  for ((i = 0; i < RUNS; i++)); do "$@"; done
   t1=$(date +%s%N)
   echo $((t1 - t0))
 }
-block_self() {
-  local i t0 t1
-  t0=$(date +%s%N)
-  for ((i = 0; i < RUNS; i++)); do "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"; done
-  t1=$(date +%s%N)
-  echo $((t1 - t0))
-}
-block_db() {
-  local i t0 t1
-  t0=$(date +%s%N)
-  for ((i = 0; i < RUNS; i++)); do "$baton" run --db "$url" bench -- "$truebin"; done
-  t1=$(date +%s%N)
-  echo $((t1 - t0))
-}
-block_flock() {
-  local i t0 t1
-  t0=$(date +%s%N)
-  for ((i = 0; i < RUNS; i++)); do flock -n "$lockfile" "$truebin"; done
-  t1=$(date +%s%N)
-  echo $((t1 - t0))
-}
+block_baton() { block "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
+block_self() { block "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
+block_db() { block "$baton" run --db "$url" bench -- "$truebin"; }
+block_flock() { block flock -n "$lockfile" "$truebin"; }
 
 raw="$tmp/raw.tsv"
 : >"$raw"
