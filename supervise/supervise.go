@@ -187,8 +187,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	if refused == "" {
 		return res
 	}
-	// A guard of another build started nothing: this process's own guard
-	// takes the run, and the other is not asked again.
+	// A guard of another build, or one that could not be started, started
+	// nothing: this process's own guard takes the run, and the other is
+	// not asked again.
 	refusedGuards.Store(guardPath, true)
 	if self == "" || self == guardPath {
 		logf("%s", refused)
@@ -203,6 +204,12 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	return res
 }
 
+// selfPath is this executable, "" when it cannot be found.
+func (s *Supervisor) selfPath() string {
+	self, _ := os.Executable()
+	return self
+}
+
 func (s *Supervisor) logf() func(format string, args ...any) {
 	if s.Logf == nil {
 		return func(string, ...any) {}
@@ -211,7 +218,8 @@ func (s *Supervisor) logf() func(format string, args ...any) {
 }
 
 // run is Run with the guard at guardPath. refused is set, and nothing was
-// started or released, when that guard speaks another protocol.
+// started or released, when that guard speaks another protocol or cannot
+// be started, and is not this executable.
 func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string, guardPath string) (_ Result, refused string) {
 	logf := s.logf()
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
@@ -316,6 +324,11 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		return Result{ExitCode: 126, ReleaseErr: s.release(term)}, ""
 	}
 	if err != nil {
+		if guardPath != s.selfPath() {
+			// A baton-guard that cannot be started (another architecture,
+			// damaged): Run guards the command with baton itself.
+			return Result{}, "cannot start the guard " + guardPath + ": " + err.Error()
+		}
 		logf("cannot start the guard of the command: %v", err)
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
 	}

@@ -116,3 +116,19 @@ func TestDoctorLocalNamesTheGuard(t *testing.T) {
 		t.Errorf("alone: %s %q", level, msg)
 	}
 }
+
+// A baton-guard that cannot be started at all (here a file that is no
+// program; or one built for another architecture) does not stop the runs:
+// baton warns and guards the run itself.
+func TestRunWithBrokenBatonGuard(t *testing.T) {
+	s := localStore(t)
+	s.bin = linkBaton(t)
+	broken := filepath.Join(filepath.Dir(s.bin), "baton-guard")
+	if err := os.WriteFile(broken, []byte("\x00\x01 not a program\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run(t, "run", "job", "--", "sh", "-c", `readlink /proc/$PPID/exe`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != s.bin || !strings.Contains(r.stderr, broken) {
+		t.Fatalf("exit %d, parent %q, stderr %q; want exit 0, baton itself as the guard, and a warning naming %s", r.code, strings.TrimSpace(r.stdout), r.stderr, broken)
+	}
+}
