@@ -358,13 +358,7 @@ func TestRenewRemakesRemovedLockFile(t *testing.T) {
 // that file. It still finds its own removed lock of the same job.
 func TestAcquireSkipsOwnLocksOfOtherJobs(t *testing.T) {
 	dir := t.TempDir()
-	l, err := flock.Open(dir, "host", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		leasetest.MustAcquire(t, l, fmt.Sprintf("held%d", i), time.Minute)
-	}
+	l := holding(t, dir, 10)
 	ours := map[uint64]bool{}
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -400,13 +394,7 @@ func TestAcquireSkipsOwnLocksOfOtherJobs(t *testing.T) {
 // its descriptors read once per acquisition, not once per lock.
 func TestAcquireReadsEachHolderOnce(t *testing.T) {
 	dir := t.TempDir()
-	holder, err := flock.Open(dir, "host", true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		leasetest.MustAcquire(t, holder, fmt.Sprintf("held%d", i), time.Minute)
-	}
+	holding(t, dir, 10)
 	l, err := flock.Open(dir, "host", true)
 	if err != nil {
 		t.Fatal(err)
@@ -424,4 +412,17 @@ func TestAcquireReadsEachHolderOnce(t *testing.T) {
 	if reads != 1 {
 		t.Fatalf("acquiring a job read the descriptors of this process, which holds 10 locks, %d times; want once", reads)
 	}
+}
+
+// holding opens a Leaser on dir that holds n jobs (held0, held1, …).
+func holding(t *testing.T, dir string, n int) *flock.Leaser {
+	t.Helper()
+	l, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		leasetest.MustAcquire(t, l, fmt.Sprintf("held%d", i), time.Minute)
+	}
+	return l
 }

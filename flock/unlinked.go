@@ -104,15 +104,19 @@ func (l *Leaser) heldElsewhere(path string) map[uint64]bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	inos := map[uint64]bool{}
+	add := func(f *os.File) {
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil {
+			inos[st.Ino] = true
+		}
+	}
 	for _, hl := range l.held {
 		if hl.path == path {
 			continue
 		}
-		for _, f := range append([]*os.File{hl.f}, hl.stale...) {
-			var st unix.Stat_t
-			if unix.Fstat(int(f.Fd()), &st) == nil {
-				inos[st.Ino] = true
-			}
+		add(hl.f)
+		for _, f := range hl.stale {
+			add(f)
 		}
 	}
 	return inos

@@ -54,6 +54,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -171,7 +172,7 @@ type lockFiler interface {
 // context.WithoutCancel(ctx), or the command gets each signal twice.
 func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string) Result {
 	logf := s.logf()
-	self, err := os.Executable()
+	self, err := executable()
 	if err != nil && s.GuardPath == "" {
 		logf("cannot find baton's own executable to guard the command: %v", err)
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
@@ -190,11 +191,11 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	// A guard of another build, or one that could not be started, started
 	// nothing: this process's own guard takes the run, and the other is
 	// not asked again.
-	refusedGuards.Store(guardPath, true)
 	if self == "" || self == guardPath {
 		logf("%s", refused)
 		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}
 	}
+	refusedGuards.Store(guardPath, true)
 	logf("%s; baton guards its commands itself meanwhile (a slower start for each run)", refused)
 	res, refused = s.run(ctx, term, trustFrom, argv, self)
 	if refused != "" {
@@ -204,11 +205,9 @@ func (s *Supervisor) Run(ctx context.Context, term *baton.Term, trustFrom time.T
 	return res
 }
 
-// selfPath is this executable, "" when it cannot be found.
-func (s *Supervisor) selfPath() string {
-	self, _ := os.Executable()
-	return self
-}
+// executable is this process's executable, looked up once: the guard of
+// every run falls back to it.
+var executable = sync.OnceValues(os.Executable)
 
 func (s *Supervisor) logf() func(format string, args ...any) {
 	if s.Logf == nil {
@@ -219,7 +218,7 @@ func (s *Supervisor) logf() func(format string, args ...any) {
 
 // run is Run with the guard at guardPath. refused is set, and nothing was
 // started or released, when that guard speaks another protocol or cannot
-// be started, and is not this executable.
+// be started.
 func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string, guardPath string) (_ Result, refused string) {
 	logf := s.logf()
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
@@ -324,13 +323,10 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		return Result{ExitCode: 126, ReleaseErr: s.release(term)}, ""
 	}
 	if err != nil {
-		if guardPath != s.selfPath() {
-			// A baton-guard that cannot be started (another architecture,
-			// damaged): Run guards the command with baton itself.
-			return Result{}, "cannot start the guard " + guardPath + ": " + err.Error()
-		}
-		logf("cannot start the guard of the command: %v", err)
-		return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
+		// Run decides: another guard (baton itself) takes the run when
+		// this one was a baton-guard that cannot be started (another
+		// architecture, damaged).
+		return Result{}, "cannot start the guard " + guardPath + " of the command: " + err.Error()
 	}
 	guard := cmd.Process.Pid
 	var commandPID atomic.Int64 // the command's pid, once the guard says

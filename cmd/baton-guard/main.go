@@ -8,7 +8,7 @@
 // baton itself can be the guard (it re-executes itself), but it is a large
 // binary, and starting it costs several times what this small one does.
 // So baton starts the baton-guard that lies beside its own executable,
-// when there is one that speaks its guard protocol (supervise.Guard), and
+// when there is one that speaks its guard protocol (supervise.GuardBeside), and
 // itself otherwise. Install both from the same build.
 //
 // It is not a command to run by hand: baton starts it as
@@ -26,13 +26,13 @@ import (
 
 const usage = `baton-guard: the guard that baton starts for each command it runs.
 It is not a command to run by hand; baton finds it beside its own executable.
-Guard protocol: `
+`
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == guard.Command {
 		os.Exit(guard.Main(os.Args[2:]))
 	}
-	os.Stderr.WriteString(usage + guard.Protocol + "\n")
+	os.Stderr.WriteString(usage + guard.ProtocolLine + guard.Protocol + "\n")
 	if len(os.Args) > 1 && (os.Args[1] == "--help" || os.Args[1] == "-h" || os.Args[1] == "--version") {
 		os.Exit(0)
 	}

@@ -280,7 +280,7 @@ func guardFinding() flock.Finding {
 			": baton re-executes itself as the guard of each run, at several times the CPU a run; install " + supervise.GuardName + " from the same build beside it"}
 	}
 	out, _ := exec.Command(p, "--version").CombinedOutput()
-	_, got, _ := strings.Cut(strings.TrimSpace(string(out)), "Guard protocol: ")
+	_, got, _ := strings.Cut(strings.TrimSpace(string(out)), guard.ProtocolLine)
 	if got != guard.Protocol {
 		return flock.Finding{Level: flock.LevelWarn, Check: "guard", Message: fmt.Sprintf("%s speaks guard protocol %q, this baton %q: it is from another build, so each run tries it, is refused and is guarded by baton itself; install baton and %s from the same build",
 			p, got, guard.Protocol, supervise.GuardName)}

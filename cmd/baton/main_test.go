@@ -47,15 +47,11 @@ func TestMain(m *testing.M) {
 	// -buildvcs=false: the tests expect the version "dev", whether or not
 	// the machine's go stamps builds in a checkout (TestVersionStamped
 	// checks that stamping).
-	out, err := exec.Command("go", "build", "-race", "-buildvcs=false", "-o", batonBin, ".").CombinedOutput()
+	// With the small guard beside it (dir/baton-guard), as a release
+	// installs it.
+	out, err := exec.Command("go", "build", "-race", "-buildvcs=false", "-o", dir+"/", ".", "../baton-guard").CombinedOutput()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "building baton: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	// The small guard beside it, as a release installs it.
-	out, err = exec.Command("go", "build", "-race", "-buildvcs=false", "-o", filepath.Join(dir, "baton-guard"), "../baton-guard").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building baton-guard: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "building baton and baton-guard: %v\n%s", err, out)
 		os.Exit(1)
 	}
 	pgtest.Main(m)

@@ -11,3 +11,7 @@ package guard
 // tests changes. A variable, not a constant, only so that a test can build
 // a guard of another protocol (-ldflags -X).
 var Protocol = "310ad26699"
+
+// ProtocolLine starts the line on which baton-guard --version names its
+// Protocol, as baton doctor local reads it.
+const ProtocolLine = "Guard protocol: "
