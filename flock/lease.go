@@ -259,8 +259,10 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 				return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, err, "writing lock file %s", path)
 			}
 		}
+		hl := &heldLock{f: f, path: path}
+		pin(hl)
 		l.mu.Lock()
-		l.held[req.Owner] = &heldLock{f: f, path: path}
+		l.held[req.Owner] = hl
 		l.mu.Unlock()
 		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: token, TTL: req.TTL}}, nil
 	}
@@ -286,6 +288,32 @@ type heldLock struct {
 	f     *os.File
 	stale []*os.File
 	path  string // the job's lock file path (f.Name() may be a temporary name it was made under)
+}
+
+// pinned holds every held lock until its Release, whether or not anything
+// else still reaches its Leaser. The garbage collector closes an unreachable
+// *os.File, and closing a lock file's last descriptor drops its flock: a
+// Leaser dropped while holding a term would let the next acquisition win
+// beside a holder that still runs. A lock ends at Release or at the exit of
+// the process, never at a collection.
+var pinned struct {
+	sync.Mutex
+	locks map[*heldLock]struct{}
+}
+
+func pin(hl *heldLock) {
+	pinned.Lock()
+	defer pinned.Unlock()
+	if pinned.locks == nil {
+		pinned.locks = map[*heldLock]struct{}{}
+	}
+	pinned.locks[hl] = struct{}{}
+}
+
+func unpin(hl *heldLock) {
+	pinned.Lock()
+	defer pinned.Unlock()
+	delete(pinned.locks, hl)
 }
 
 // Renew checks that the term's lock is still held on the file at the path.
@@ -356,6 +384,7 @@ func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
 	l.mu.Lock()
 	delete(l.held, term.Owner)
 	l.mu.Unlock()
+	defer unpin(hl)
 	// Heal first, so that the token stays at the path after the release.
 	healErr := l.heal(term, hl)
 	defer func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -425,4 +426,38 @@ func holding(t *testing.T, dir string, n int) *flock.Leaser {
 		leasetest.MustAcquire(t, l, fmt.Sprintf("held%d", i), time.Minute)
 	}
 	return l
+}
+
+// A term's lock lasts until its Release or the process's exit, never until
+// the garbage collector finds its Leaser unreachable: an *os.File is closed
+// by its finalizer, and closing the lock file's last descriptor drops the
+// flock. Before, a Leaser dropped while holding a term let the next
+// acquisition win beside the holder (seen as two winners of
+// TestConformance/OneWinnerUnderContention, whose Leasers the test stopped
+// referencing once their goroutines returned).
+func TestHeldLockOutlivesItsLeaser(t *testing.T) {
+	dir := t.TempDir()
+	func() {
+		l, err := flock.Open(dir, "host", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leasetest.MustAcquire(t, l, "job-gc", time.Minute)
+		// l is unreachable from here on, and its term with it.
+	}()
+	other, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		runtime.GC() // queues the finalizers of what is unreachable
+		time.Sleep(5 * time.Millisecond)
+		g, err := other.Acquire(context.Background(), leasetest.Request("job-gc", time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !g.Busy() {
+			t.Fatalf("after %d collections, token %d was granted while the dropped Leaser's term holds the job", i+1, g.Term.Token)
+		}
+	}
 }

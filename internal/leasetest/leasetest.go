@@ -41,7 +41,8 @@ func Run(t *testing.T, s Store) {
 	}
 }
 
-func request(job string, ttl time.Duration) baton.AcquireRequest {
+// Request is a request for job by this process, as a test makes one.
+func Request(job string, ttl time.Duration) baton.AcquireRequest {
 	return baton.AcquireRequest{Job: job, TTL: ttl, Owner: uuid.NewString(), Host: "test-host", PID: os.Getpid(),
 		Argv: []string{"true"}, StartedAt: time.Now()}
 }
@@ -49,7 +50,7 @@ func request(job string, ttl time.Duration) baton.AcquireRequest {
 // MustAcquire acquires job or fails the test.
 func MustAcquire(t *testing.T, l baton.Leaser, job string, ttl time.Duration) *baton.Term {
 	t.Helper()
-	g, err := l.Acquire(context.Background(), request(job, ttl))
+	g, err := l.Acquire(context.Background(), Request(job, ttl))
 	if err != nil {
 		t.Fatalf("acquire %s: %v", job, err)
 	}
@@ -61,7 +62,7 @@ func MustAcquire(t *testing.T, l baton.Leaser, job string, ttl time.Duration) *b
 
 func mustBusy(t *testing.T, l baton.Leaser, job string, holder *baton.Term) {
 	t.Helper()
-	g, err := l.Acquire(context.Background(), request(job, time.Minute))
+	g, err := l.Acquire(context.Background(), Request(job, time.Minute))
 	if err != nil {
 		t.Fatalf("acquire %s: %v", job, err)
 	}
@@ -188,7 +189,7 @@ func testContention(t *testing.T, s Store) {
 		go func() {
 			defer wg.Done()
 			<-start
-			g, err := leasers[i%len(leasers)].Acquire(context.Background(), request("job-c", time.Minute))
+			g, err := leasers[i%len(leasers)].Acquire(context.Background(), Request("job-c", time.Minute))
 			if err != nil {
 				t.Errorf("acquire: %v", err)
 				return
@@ -249,7 +250,7 @@ func testListing(t *testing.T, s Store) {
 func testInvalid(t *testing.T, s Store) {
 	l := s.New(t)(t)
 	for _, job := range []string{"", "a/b", "nul\x00byte", "..", "new\nline"} {
-		_, err := l.Acquire(context.Background(), request(job, time.Minute))
+		_, err := l.Acquire(context.Background(), Request(job, time.Minute))
 		if baton.ErrorCode(err) != baton.EINVALID {
 			t.Errorf("acquire %q: err = %v, want %q", job, err, baton.EINVALID)
 		}
