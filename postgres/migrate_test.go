@@ -337,3 +337,40 @@ grant select, insert, update, delete on all tables in schema baton to %[1]s`, ro
 	}
 	worker.Close()
 }
+
+// 0013_last_ticks fills each job's row of last ticks from the ticks a schema
+// holds when it migrates: the newest ended tick by instant (not the last to
+// end), and the latest end of a succeeded tick.
+func TestMigrateFillsLastTicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.DSN(t)
+	oldSchema(t, dsn, "s12", 12, nil)
+	admin := open(t, dsn)
+	if _, err := admin.Pool().Exec(ctx, `
+insert into s12.ticks (job, tick_at, version, kind, state, outcome, claim_until, ended_at) values
+  ('a', '2026-01-01 00:01Z', 'v', 'scheduled', 'done', 'succeeded', '2026-01-01Z', '2026-01-01 00:09Z'),
+  ('a', '2026-01-01 00:02Z', 'v', 'scheduled', 'done', 'failed',    '2026-01-01Z', '2026-01-01 00:03Z'),
+  ('a', '2026-01-01 00:03Z', 'v', 'scheduled', 'running', null,     '2026-01-01Z', null),
+  ('b', '2026-01-01 00:01Z', 'v', 'scheduled', 'pending', null,     '2026-01-01Z', null),
+  ('c', '2026-01-01 00:01Z', 'v', 'scheduled', 'done', 'skipped-overlap', '2026-01-01Z', '2026-01-01 00:01Z')`); err != nil {
+		t.Fatal(err)
+	}
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: "s12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Pool().Query(ctx, `select job || ' ' || to_char(tick_at at time zone 'UTC', 'HH24:MI') || ' ' || coalesce(outcome, '-') || ' ' ||
+  coalesce(to_char(succeeded_at at time zone 'UTC', 'HH24:MI'), '-') from s12.last_ticks order by job`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a 00:02 failed 00:09", "c 00:01 skipped-overlap -"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("last_ticks after the migration: %q, want %q", got, want)
+	}
+}

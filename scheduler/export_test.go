@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -36,3 +38,37 @@ func (s *Store) Exec(ctx context.Context, q string, args ...any) error {
 // tick (before it handles the next of the same claim): a test widens the
 // gap between a job's catch-up ticks with it, as a loaded machine does.
 func (d *Daemon) SetAfterTick(f func(baton.Tick)) { d.afterTick = f }
+
+// ExplainJobs is the plan of the job listing (list_jobs) as the store's
+// database would run it: PostgreSQL's EXPLAIN in JSON, or SQLite's EXPLAIN
+// QUERY PLAN, one step a line.
+func (s *Store) ExplainJobs(ctx context.Context) (string, error) {
+	q := "explain (format json) " + s.query("list_jobs")
+	if s.dialect == sqldialect.SQLite {
+		q = "explain query plan " + s.query("list_jobs")
+	}
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var plan []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return "", err
+		}
+		switch v := vals[len(vals)-1].(type) {
+		case []byte:
+			plan = append(plan, string(v))
+		default:
+			plan = append(plan, fmt.Sprint(v))
+		}
+	}
+	return strings.Join(plan, "\n"), rows.Err()
+}

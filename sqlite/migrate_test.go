@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,5 +143,52 @@ func TestOpenRecordsChecksums(t *testing.T) {
 func TestShippedMigrationsAreUnchanged(t *testing.T) {
 	for _, err := range migration.VerifyShipped(os.DirFS("."), "sql/migrations", "") {
 		t.Error(err)
+	}
+}
+
+// 0007_last_ticks fills each job's row of last ticks from the ticks the
+// store holds when it migrates, as PostgreSQL's 0013 does.
+func TestMigrateFillsLastTicks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "baton.db")
+	db, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The store as 0006 left it, with some history.
+	if _, err := db.SQL().ExecContext(ctx, `
+DROP TRIGGER ticks_note_last_insert; DROP TRIGGER ticks_note_last_update; DROP TABLE last_ticks;
+DELETE FROM schema_migrations WHERE name = '0007_last_ticks';
+INSERT INTO ticks (job, tick_at, version, kind, state, outcome, claim_until, ended_at) VALUES
+  ('a', 60, 'v', 'scheduled', 'done', 'succeeded', 0, 540),
+  ('a', 120, 'v', 'scheduled', 'done', 'failed', 0, 180),
+  ('a', 180, 'v', 'scheduled', 'running', NULL, 0, NULL),
+  ('b', 60, 'v', 'scheduled', 'pending', NULL, 0, NULL),
+  ('c', 60, 'v', 'scheduled', 'done', 'skipped-overlap', 0, 60)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db, err = sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.SQL().QueryContext(ctx, `SELECT job || ' ' || tick_at || ' ' || coalesce(outcome, '-') || ' ' || coalesce(succeeded_at, '-')
+FROM last_ticks ORDER BY job`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if want := []string{"a 120 failed 540", "c 60 skipped-overlap -"}; !slices.Equal(got, want) {
+		t.Fatalf("last_ticks after the migration: %q, want %q", got, want)
 	}
 }

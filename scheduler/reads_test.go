@@ -1,0 +1,108 @@
+package scheduler_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
+)
+
+// The job listing (status, jobs, the dashboard, /metrics) reads each job's
+// last ended tick and last success. With 10,000 jobs, three index probes a
+// job were most of `baton status` (issue 18): the listing now reads the jobs
+// and one row a job of their last ticks, in one pass, however many jobs
+// and ticks there are.
+func TestJobsListingReadsNoTicksPerJob(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		plan, err := e.store.ExplainJobs(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		perJob := []string{"SubPlan", "CORRELATED", `"ticks"`, "SCAN ticks", "SEARCH ticks"}
+		for _, p := range perJob {
+			if strings.Contains(plan, p) {
+				t.Fatalf("the job listing reads the ticks once per job (%q in its plan):\n%s", p, plan)
+			}
+		}
+	})
+}
+
+// Each job's last ended tick (the newest by tick instant, whatever order
+// the ticks ended in) and last success (the latest end of a succeeded
+// tick), however a tick ended: recorded ended (a skip), or ended later.
+func TestJobsLastTicks(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		dialect := sqldialect.Postgres
+		if e.name == "sqlite" {
+			dialect = sqldialect.SQLite
+		}
+		ts := func(at time.Time) any { return sqldialect.Param(dialect, at) }
+		jobs := []baton.Job{job("lt-a", "0 0 1 1 *", "true"), job("lt-b", "0 0 1 1 *", "true"), job("lt-c", "0 0 1 1 *", "true")}
+		if _, err := e.store.Publish(ctx, jobs, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		base := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+		at := func(m int) time.Time { return base.Add(time.Duration(m) * time.Minute) }
+		insert := func(job string, tick time.Time, state string, outcome any, ended time.Time) {
+			t.Helper()
+			if err := e.store.Exec(ctx, `insert into @schema@.ticks
+				(job, tick_at, version, kind, state, outcome, claim_until, ended_at)
+				values ($1, $2, 'v', 'scheduled', $3, $4, $5, $6)`,
+				job, ts(tick), state, outcome, ts(tick), ts(ended)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end := func(job string, tick time.Time, outcome string, ended time.Time) {
+			t.Helper()
+			if err := e.store.Exec(ctx, `update @schema@.ticks set state = 'done', outcome = $3, ended_at = $4
+				where job = $1 and tick_at = $2 and state <> 'done'`, job, ts(tick), outcome, ts(ended)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// lt-a: succeeded, then a tick that runs long, then a later one
+		// that fails first; the long one succeeds last.
+		insert("lt-a", at(1), "done", "succeeded", at(2))
+		insert("lt-a", at(3), "running", nil, time.Time{})
+		insert("lt-a", at(5), "running", nil, time.Time{})
+		end("lt-a", at(5), "failed", at(6))
+		end("lt-a", at(3), "succeeded", at(9))
+		insert("lt-a", at(7), "pending", nil, time.Time{})
+		// lt-b: nothing ended yet.
+		insert("lt-b", at(1), "running", nil, time.Time{})
+		// lt-c: a skip, recorded ended.
+		insert("lt-c", at(1), "done", "skipped-overlap", at(1))
+
+		listed, err := e.store.Jobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type last struct {
+			outcome       baton.Outcome
+			tick, success time.Time
+		}
+		want := map[string]last{
+			"lt-a": {baton.OutcomeFailed, at(5), at(9)},
+			"lt-b": {},
+			"lt-c": {baton.OutcomeSkippedOverlap, at(1), time.Time{}},
+		}
+		for _, dj := range listed {
+			w, ok := want[dj.Job.Name]
+			if !ok {
+				continue
+			}
+			delete(want, dj.Job.Name)
+			got := last{dj.LastOutcome, dj.LastTick, dj.LastSuccess}
+			if got.outcome != w.outcome || !got.tick.Equal(w.tick) || !got.success.Equal(w.success) {
+				t.Errorf("%s: last outcome %q, tick %v, success %v; want %q, %v, %v",
+					dj.Job.Name, got.outcome, got.tick, got.success, w.outcome, w.tick, w.success)
+			}
+		}
+		if len(want) > 0 {
+			t.Fatalf("not listed: %v", want)
+		}
+	})
+}
