@@ -2,6 +2,7 @@ package cron
 
 import (
 	"math/big"
+	"math/bits"
 	"time"
 )
 
@@ -120,17 +121,30 @@ func (s *Schedule) nextWall(w, limit time.Time) (time.Time, bool) {
 			w = time.Date(y, mo+1, 1, 0, 0, 0, 0, time.UTC)
 		case !s.dayMatches(d, w.Weekday()):
 			w = time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC)
+		// Within a day, the next hour, minute or second that matches is
+		// found in its field's bits, not by stepping through each.
 		case s.hour&(1<<h) == 0:
-			w = time.Date(y, mo, d, h+1, 0, 0, 0, time.UTC)
+			w = time.Date(y, mo, d, nextBit(s.hour, h, 24), 0, 0, 0, time.UTC)
 		case s.minute&(1<<mi) == 0:
-			w = time.Date(y, mo, d, h, mi+1, 0, 0, time.UTC)
+			w = time.Date(y, mo, d, h, nextBit(s.minute, mi, 60), 0, 0, time.UTC)
 		case s.second&(1<<sec) == 0:
-			w = w.Add(time.Second)
+			w = time.Date(y, mo, d, h, mi, nextBit(s.second, sec, 60), 0, time.UTC)
 		default:
 			return w, true
 		}
 	}
 	return time.Time{}, false
+}
+
+// nextBit is the first value above v whose bit is set in set, or n (the
+// field's size, which time.Date carries into the next larger field) when
+// none below n is.
+func nextBit(set uint64, v, n int) int {
+	above := set >> (v + 1) << (v + 1)
+	if above == 0 {
+		return n
+	}
+	return min(bits.TrailingZeros64(above), n)
 }
 
 func (s *Schedule) dayMatches(d int, wd time.Weekday) bool {
