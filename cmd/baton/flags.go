@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,4 +147,41 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// printJSONList writes what printJSON writes of shell with its top-level
+// field key holding list, shell's own being an empty slice, writing list
+// one element at a time. printJSON builds the whole document, and then its
+// indented copy, in memory before writing a byte: for 10,000 jobs, 6 MB
+// twice over and most of 'baton status --json”s CPU.
+func printJSONList[E any](w io.Writer, shell any, key string, list []E) error {
+	head, err := json.MarshalIndent(shell, "", "  ")
+	if err != nil {
+		return err
+	}
+	slot := []byte("\n  \"" + key + "\": []")
+	at := bytes.Index(head, slot)
+	if at < 0 {
+		return fmt.Errorf("printing JSON: no empty list %q at the top level", key)
+	}
+	at += len(slot) - 1 // at the closing bracket
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(head[:at])
+	for i := range list {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n    ")
+		b, err := json.MarshalIndent(&list[i], "    ", "  ")
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+	}
+	if len(list) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.Write(head[at:])
+	bw.WriteByte('\n')
+	return bw.Flush()
 }

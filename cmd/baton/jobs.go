@@ -86,10 +86,10 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		rows = append(rows, r)
 	}
 	if c.json {
-		return printJSON(c.env.Stdout, struct {
+		return printJSONList(c.env.Stdout, struct {
 			Jobs    []jobRow `json:"jobs"`
 			Daemons any      `json:"daemons"`
-		}{rows, daemons})
+		}{[]jobRow{}, daemons}, "jobs", rows)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(c.env.Stdout, "no jobs in the store (start 'baton daemon --config FILE')")

@@ -116,7 +116,9 @@ func (c *StatusCommand) show(ctx context.Context) error {
 		}
 	}
 	if c.json {
-		err = printJSON(c.env.Stdout, o)
+		shell := *o
+		shell.Jobs = []web.JobStatus{}
+		err = printJSONList(c.env.Stdout, &shell, "jobs", o.Jobs)
 	} else {
 		err = printStatus(c.env, o)
 	}
