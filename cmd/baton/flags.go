@@ -150,10 +150,10 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printJSONList writes what printJSON writes of shell with its top-level
-// field key holding list, shell's own being an empty slice, writing list
-// one element at a time. printJSON builds the whole document, and then its
+// field key holding list (shell's own is an empty slice), one element of
+// list at a time. printJSON builds the whole document, and then its
 // indented copy, in memory before writing a byte: for 10,000 jobs, 6 MB
-// twice over and most of 'baton status --json”s CPU.
+// twice over, and most of the CPU of baton status --json.
 func printJSONList[E any](w io.Writer, shell any, key string, list []E) error {
 	head, err := json.MarshalIndent(shell, "", "  ")
 	if err != nil {
