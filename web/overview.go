@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/outbox"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -136,16 +137,19 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		return nil, nil, err
 	}
 	jobs := l.jobs
-	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Jobs: []JobStatus{}, Daemons: daemons, Leases: leases}
+	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Daemons: daemons, Leases: leases}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}
 	}
 	if o.Leases == nil {
 		o.Leases = []baton.Lease{}
 	}
-	for _, dj := range jobs {
-		o.Jobs = append(o.Jobs, jobStatus(dj, daemons, now))
-	}
+	o.Jobs = make([]JobStatus, len(jobs))
+	par.For(len(jobs), 256, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			o.Jobs[i] = jobStatus(jobs[i], daemons, now)
+		}
+	})
 	if ob != nil {
 		if o.Outbox = obStatus; obErr != nil {
 			o.Outbox, o.OutboxError = nil, obErr.Error()

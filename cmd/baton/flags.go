@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/par"
 	"github.com/batonhq/baton/internal/runcmd"
 )
 
@@ -150,10 +151,11 @@ func printJSON(w io.Writer, v any) error {
 }
 
 // printJSONList writes what printJSON writes of shell with its top-level
-// field key holding list (shell's own is an empty slice), one element of
-// list at a time. printJSON builds the whole document, and then its
-// indented copy, in memory before writing a byte: for 10,000 jobs, 6 MB
-// twice over, and most of the CPU of baton status --json.
+// field key holding list (shell's own is an empty slice), a window of
+// list's elements at a time, each window encoded on every core. printJSON
+// builds the whole document, and then its indented copy, in memory before
+// writing a byte: for 10,000 jobs, 6 MB twice over, and most of the CPU of
+// baton status --json.
 func printJSONList[E any](w io.Writer, shell any, key string, list []E) error {
 	head, err := json.MarshalIndent(shell, "", "  ")
 	if err != nil {
@@ -167,16 +169,26 @@ func printJSONList[E any](w io.Writer, shell any, key string, list []E) error {
 	at += len(slot) - 1 // at the closing bracket
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.Write(head[:at])
-	for i := range list {
-		if i > 0 {
-			bw.WriteByte(',')
+	const window = 1024
+	encoded := make([][]byte, min(window, len(list)))
+	errs := make([]error, len(encoded))
+	for from := 0; from < len(list); from += window {
+		part := list[from:min(from+window, len(list))]
+		par.For(len(part), 64, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				encoded[i], errs[i] = json.MarshalIndent(&part[i], "    ", "  ")
+			}
+		})
+		for i := range part {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			if from+i > 0 {
+				bw.WriteByte(',')
+			}
+			bw.WriteString("\n    ")
+			bw.Write(encoded[i])
 		}
-		bw.WriteString("\n    ")
-		b, err := json.MarshalIndent(&list[i], "    ", "  ")
-		if err != nil {
-			return err
-		}
-		bw.Write(b)
 	}
 	if len(list) > 0 {
 		bw.WriteString("\n  ")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,7 +19,13 @@ func TestPrintJSONListAsPrintJSON(t *testing.T) {
 		return web.JobStatus{Name: name, Schedule: "* * * * *", Version: "v1", NextTick: now, LastOutcome: baton.OutcomeFailed,
 			Drift: []string{"<a> & \"b\"", "c"}, Interval: baton.Duration(time.Minute), Overdue: true}
 	}
-	for _, jobs := range [][]web.JobStatus{{}, {job("a")}, {job("a"), job("b<&>"), job("c")}} {
+	// More jobs than a window of printJSONList, encoded on several cores:
+	// in order, each once.
+	many := make([]web.JobStatus, 2500)
+	for i := range many {
+		many[i] = job(fmt.Sprintf("j%05d", i))
+	}
+	for _, jobs := range [][]web.JobStatus{{}, {job("a")}, {job("a"), job("b<&>"), job("c")}, many} {
 		o := &web.Overview{Now: now, Summary: web.Summary{Jobs: len(jobs)}, Jobs: jobs, SchemaVersion: 13}
 		var want, got bytes.Buffer
 		if err := printJSON(&want, o); err != nil {
@@ -30,7 +37,7 @@ func TestPrintJSONListAsPrintJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {
-			t.Fatalf("%d jobs: printJSONList wrote\n%s\nprintJSON\n%s", len(jobs), got.String(), want.String())
+			t.Fatalf("%d jobs: printJSONList wrote\n%.3000s\nprintJSON\n%.3000s", len(jobs), got.String(), want.String())
 		}
 	}
 	// A key that is not a top-level empty list is refused, not guessed.
