@@ -206,7 +206,7 @@ func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
 		r.now, r.err = src.store.Now(ctx)
 		var jobs []baton.DefinedJob
 		if r.err == nil {
-			jobs, r.err = src.store.Jobs(ctx)
+			jobs, r.err = src.store.JobSchedules(ctx) // no definitions: the series need none
 		}
 		if r.err == nil {
 			r.schema, r.err = src.store.SchemaVersion(ctx)

@@ -54,6 +54,12 @@ type Config struct {
 	ReadOnly bool
 	// Log, when set, hears of each migration step applied, at INFO.
 	Log *slog.Logger
+	// Warm is how many connections Open dials in the background while its
+	// own first one checks the schema, for a caller whose reads go on side
+	// by side right after (baton status): they then find their
+	// connections open instead of each waiting for a dial. At most
+	// MaxConns-1.
+	Warm int
 }
 
 // DefaultMaxConns bounds the pool whatever the number of jobs or CPUs.
@@ -186,6 +192,23 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 		return nil, baton.Invalid("db", "%s", redactErr(err, cfg.DSN))
 	}
 	db := &DB{pool: pool, schema: cfg.Schema, dsn: RedactDSN(cfg.DSN), secrets: passwords(cfg.DSN), log: cfg.Log, appFromDSN: appFromDSN}
+	if warm := min(cfg.Warm, int(cfg.MaxConns)-1); warm > 0 {
+		// Each holds its connection until all are open, so that they
+		// dial side by side rather than take each other's; a failure is
+		// left for the reads to meet and report.
+		var opened sync.WaitGroup
+		opened.Add(warm)
+		for range warm {
+			go func() {
+				c, err := pool.Acquire(context.WithoutCancel(ctx))
+				opened.Done()
+				if err == nil {
+					opened.Wait()
+					c.Release()
+				}
+			}()
+		}
+	}
 	if db.sql, err = loadSQL(cfg.Schema); err != nil {
 		pool.Close()
 		return nil, err

@@ -39,13 +39,13 @@ func (s *Store) Exec(ctx context.Context, q string, args ...any) error {
 // gap between a job's catch-up ticks with it, as a loaded machine does.
 func (d *Daemon) SetAfterTick(f func(baton.Tick)) { d.afterTick = f }
 
-// ExplainJobs is the plan of the job listing (list_jobs) as the store's
-// database would run it: PostgreSQL's EXPLAIN in JSON, or SQLite's EXPLAIN
-// QUERY PLAN, one step a line.
-func (s *Store) ExplainJobs(ctx context.Context) (string, error) {
-	q := "explain (format json) " + s.query("list_jobs")
+// ExplainJobs is the plan of a job listing (list_jobs or
+// list_job_schedules) as the store's database would run it: PostgreSQL's
+// EXPLAIN in JSON, or SQLite's EXPLAIN QUERY PLAN, one step a line.
+func (s *Store) ExplainJobs(ctx context.Context, listing string) (string, error) {
+	q := "explain (format json) " + s.query(listing)
 	if s.dialect == sqldialect.SQLite {
-		q = "explain query plan " + s.query("list_jobs")
+		q = "explain query plan " + s.query(listing)
 	}
 	rows, err := s.db.QueryContext(ctx, q)
 	if err != nil {

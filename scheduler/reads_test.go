@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +18,57 @@ import (
 // and ticks there are.
 func TestJobsListingReadsNoTicksPerJob(t *testing.T) {
 	stores(t, func(t *testing.T, e env) {
-		plan, err := e.store.ExplainJobs(context.Background())
+		for _, listing := range []string{"list_jobs", "list_job_schedules"} {
+			plan, err := e.store.ExplainJobs(context.Background(), listing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perJob := []string{"SubPlan", "CORRELATED", `"ticks"`, "SCAN ticks", "SEARCH ticks"}
+			for _, p := range perJob {
+				if strings.Contains(plan, p) {
+					t.Fatalf("%s reads the ticks once per job (%q in its plan):\n%s", listing, p, plan)
+				}
+			}
+		}
+	})
+}
+
+// JobSchedules lists what Jobs lists, with each definition cut to what
+// judges the schedule: the same name, schedule, time zone, DST policy and
+// jitter as the whole definition decoded (set, defaulted or absent), and
+// the same version, state and last ticks.
+func TestJobSchedulesAsJobs(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		plain := job("js-plain", "*/5 * * * *", "true")
+		zoned := job("js-zoned", "30 2 * * *", "true")
+		zoned.Timezone, zoned.DST = "Europe/Berlin", baton.DSTPolicy{Gap: baton.GapSkip, Repeat: baton.RepeatBoth}
+		jittered := job("js-jitter", "@every 90s", "true")
+		jittered.Jitter = baton.Duration(1500 * time.Millisecond)
+		quoted := job(`js-quoted`, "0 0 1 1 *", `echo "a\b" 'c'`)
+		quoted.Env = map[string]string{"K": `v"'\`}
+		jobs := []baton.Job{plain, zoned, jittered, quoted}
+		if _, err := e.store.Publish(ctx, jobs, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.store.Pause(ctx, "js-zoned", "for the test"); err != nil {
+			t.Fatal(err)
+		}
+		whole, err := e.store.Jobs(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		perJob := []string{"SubPlan", "CORRELATED", `"ticks"`, "SCAN ticks", "SEARCH ticks"}
-		for _, p := range perJob {
-			if strings.Contains(plan, p) {
-				t.Fatalf("the job listing reads the ticks once per job (%q in its plan):\n%s", p, plan)
+		cut, err := e.store.JobSchedules(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cut) != len(whole) || len(whole) < len(jobs) {
+			t.Fatalf("JobSchedules listed %d jobs, Jobs %d (published %d)", len(cut), len(whole), len(jobs))
+		}
+		for i, w := range whole {
+			w.Job = baton.Job{Name: w.Job.Name, Schedule: w.Job.Schedule, Timezone: w.Job.Timezone, DST: w.Job.DST, Jitter: w.Job.Jitter}
+			if !reflect.DeepEqual(cut[i], w) {
+				t.Errorf("job %d:\nJobSchedules %+v\nJobs, cut     %+v", i, cut[i], w)
 			}
 		}
 	})

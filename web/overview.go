@@ -111,16 +111,16 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 // loadOverview is LoadOverview without timelines; it returns the jobs as
 // read too, in the order of o.Jobs, for the timelines of a page of them.
 func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox) (*Overview, []baton.DefinedJob, error) {
-	// The job listing is most of the time (one row and three index probes
-	// a job); the other reads (and the outbox's) go on beside it, on
-	// another connection of the pool.
+	// The job listing is most of the time (a row a job, with what judges
+	// its schedule of its definition: JobSchedules); the other reads (and
+	// the outbox's) go on beside it, on another connection of the pool.
 	type listing struct {
 		jobs []baton.DefinedJob
 		err  error
 	}
 	listed := make(chan listing, 1)
 	go func() {
-		jobs, err := sched.Jobs(ctx)
+		jobs, err := sched.JobSchedules(ctx)
 		listed <- listing{jobs, err}
 	}()
 	daemons, now, leases, schema, err := loadFleet(ctx, sched, leaser)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
 )
 
 const jobsHelp = `
@@ -86,10 +87,16 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		rows = append(rows, r)
 	}
 	if c.json {
-		return printJSONList(c.env.Stdout, struct {
-			Jobs    []jobRow `json:"jobs"`
-			Daemons any      `json:"daemons"`
-		}{[]jobRow{}, daemons}, "jobs", rows)
+		shell := struct {
+			Jobs    []jobRow               `json:"jobs"`
+			Daemons []scheduler.DaemonInfo `json:"daemons"`
+		}{Jobs: []jobRow{}}
+		lists := []jsonList{listJSON("jobs", rows)}
+		if daemons != nil { // none is null, as printJSON wrote it
+			shell.Daemons = []scheduler.DaemonInfo{}
+			lists = append(lists, listJSON("daemons", daemons))
+		}
+		return printJSONLists(c.env.Stdout, shell, lists...)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(c.env.Stdout, "no jobs in the store (start 'baton daemon --config FILE')")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/runcmd"
+	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/web"
 )
 
@@ -117,8 +118,8 @@ func (c *StatusCommand) show(ctx context.Context) error {
 	}
 	if c.json {
 		shell := *o
-		shell.Jobs = []web.JobStatus{}
-		err = printJSONList(c.env.Stdout, &shell, "jobs", o.Jobs)
+		shell.Jobs, shell.Daemons, shell.Leases = []web.JobStatus{}, []scheduler.DaemonInfo{}, []baton.Lease{}
+		err = printJSONLists(c.env.Stdout, &shell, listJSON("jobs", o.Jobs), listJSON("daemons", o.Daemons), listJSON("leases", o.Leases))
 	} else {
 		err = printStatus(c.env, o)
 	}

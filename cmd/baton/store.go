@@ -42,6 +42,11 @@ type storeFlags struct {
 // built from other migration files), which the others refuse, exit 69.
 var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
+// warmConns are the commands that read on two connections side by side
+// (status: the job listing beside the fleet's reads), with the number of
+// connections dialled while the first checks the schema (postgres.Config.Warm).
+var warmConns = map[string]int{"status": 1}
+
 // register adds the store's flags to fs, less those named in omit (flags a
 // command does not use are not listed). Their help says what they select
 // and nothing of what the command does with it; a command that uses one
@@ -247,7 +252,7 @@ func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, mig
 		db, err := postgres.Open(ctx, postgres.Config{
 			DSN: dsn, Schema: schema, MaxConns: int32(f.maxConns),
 			Application: "baton/" + command + "/" + host, NoMigrate: !migrate,
-			ReadOnly: readOnlyCommands[command], Log: f.log,
+			ReadOnly: readOnlyCommands[command], Log: f.log, Warm: warmConns[command],
 		})
 		if postgres.Refused(err) {
 			return nil, notTransient{err}
