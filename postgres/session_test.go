@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
@@ -40,5 +41,29 @@ func TestSessionDefaults(t *testing.T) {
 	}
 	if got := show(db, "idle_in_transaction_session_timeout"); got != "7s" {
 		t.Errorf("with the DSN's options: %q, want 7s", got)
+	}
+}
+
+// Config.Warm dials its connections while Open's own first one checks the
+// schema: after Open, they are open and idle, whoever asks next; without
+// it, Open leaves the one it used.
+func TestOpenWarmsConnections(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	ctx := context.Background()
+	for _, c := range []struct{ warm, max, want int32 }{{0, 4, 1}, {1, 4, 2}, {2, 4, 3}, {5, 2, 2}} {
+		db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, MaxConns: c.max, Warm: int(c.warm)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The dials run beside Open, and may end after it on a busy machine.
+		deadline := time.Now().Add(30 * time.Second)
+		for db.Pool().Stat().TotalConns() < c.want && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := db.Pool().Stat().TotalConns(); got != c.want {
+			t.Errorf("Warm %d, MaxConns %d: %d connections open after Open, want %d", c.warm, c.max, got, c.want)
+		}
+		db.Close()
 	}
 }
