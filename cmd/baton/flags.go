@@ -159,6 +159,12 @@ type jsonList struct {
 	elem func(i int) any
 }
 
+// indentedJSONAppender is an element that writes itself as
+// json.MarshalIndent(e, prefix, "  ") would, faster (web.JobStatus).
+type indentedJSONAppender interface {
+	AppendIndentedJSON(b []byte, prefix string) ([]byte, error)
+}
+
 // listJSON is l as the list under key.
 func listJSON[E any](key string, l []E) jsonList {
 	return jsonList{key, len(l), func(i int) any { return &l[i] }}
@@ -203,7 +209,11 @@ func printJSONLists(w io.Writer, shell any, lists ...jsonList) error {
 			encoded, errs = slices.Grow(encoded[:0], part)[:part], slices.Grow(errs[:0], part)[:part]
 			par.For(part, 1, func(lo, hi int) {
 				for i := lo; i < hi; i++ {
-					encoded[i], errs[i] = json.MarshalIndent(l.elem(from+i), "    ", "  ")
+					if a, ok := l.elem(from + i).(indentedJSONAppender); ok {
+						encoded[i], errs[i] = a.AppendIndentedJSON(nil, "    ")
+					} else {
+						encoded[i], errs[i] = json.MarshalIndent(l.elem(from+i), "    ", "  ")
+					}
 				}
 			})
 			for i := range part {
