@@ -18,11 +18,14 @@ type SlotCount struct {
 	Oldest, Newest time.Time
 }
 
-// TimelineCounts counts every job's ticks at or after from, by slot of
-// width and by outcome, in one statement: the dashboard's overview draws
-// every job's timeline from it instead of reading each job's ticks.
-func (s *Store) TimelineCounts(ctx context.Context, from time.Time, width time.Duration) ([]SlotCount, error) {
-	rows, err := s.db.QueryContext(ctx, s.query("timeline_counts"), from.UnixMicro(), width.Microseconds(), s.ts(from))
+// TimelineCounts counts the ticks at or after from of the jobs named from
+// first to last (in the store's order of names, as Jobs lists them), by
+// slot of width and by outcome, in one statement: the dashboard's
+// overview draws a page of timelines from it instead of reading each
+// job's ticks, and a page's range keeps it from counting the other pages'
+// jobs (240,000 counts for a page of 200, with 10,000 jobs ticking hourly).
+func (s *Store) TimelineCounts(ctx context.Context, first, last string, from time.Time, width time.Duration) ([]SlotCount, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("timeline_counts"), from.UnixMicro(), width.Microseconds(), s.ts(from), first, last)
 	if err != nil {
 		return nil, s.translate(err, "counting ticks for the timelines")
 	}

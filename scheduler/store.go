@@ -228,6 +228,24 @@ func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
 	return out, nil
 }
 
+// LastTicks fills dj's last ended tick, its outcome and its last success
+// (as Jobs lists them) from the store: for a reader of one job, which Job
+// does not fill.
+func (s *Store) LastTicks(ctx context.Context, dj *baton.DefinedJob) error {
+	var last sql.NullString
+	var tick, success dbTime
+	err := s.db.QueryRowContext(ctx, s.query("last_ticks"), dj.Job.Name).Scan(&last, &tick, &success)
+	if errors.Is(err, sql.ErrNoRows) {
+		dj.LastOutcome, dj.LastTick, dj.LastSuccess = "", time.Time{}, time.Time{}
+		return nil
+	}
+	if err != nil {
+		return s.translate(err, "reading the last ticks of job "+dj.Job.Name)
+	}
+	dj.LastOutcome, dj.LastTick, dj.LastSuccess = baton.Outcome(last.String), tick.Time, success.Time
+	return nil
+}
+
 // JobSchedules lists every job as Jobs does, but each Job holds only what
 // judges its schedule: Name, Schedule, Timezone, DST and Jitter (enough
 // for Compile, and to tell when a job is overdue). It is for the readers

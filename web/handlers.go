@@ -91,16 +91,9 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	// The job's last outcome and success come with the list of all jobs.
-	jobs, err := s.cfg.Schedule.Jobs(ctx)
-	if err != nil {
+	if err := s.cfg.Schedule.LastTicks(ctx, dj); err != nil {
 		s.failErr(w, r, err)
 		return
-	}
-	for _, j := range jobs {
-		if j.Job.Name == name {
-			dj = &j
-		}
 	}
 	daemons, err := s.cfg.Schedule.Daemons(ctx, DaemonWindow)
 	if err != nil {

@@ -118,16 +118,21 @@ func timelineLimit(j baton.Job, now time.Time) int {
 	return int(min(int64(TimelineWindow/max(gap, time.Second))+100, maxTimelineTicks))
 }
 
-// loadTimelines draws the timelines of all jobs from one statement: the
-// store counts every job's ticks of the window by slot and outcome
-// (scheduler.Store.TimelineCounts), instead of a read of each job's ticks.
+// loadTimelines draws the timelines of jobs (in the store's order of names,
+// as listed: a page of the overview) from one statement: the store counts
+// the ticks of the window of the jobs from the first to the last by slot
+// and outcome (scheduler.Store.TimelineCounts), instead of a read of each
+// job's ticks.
 // A timeline covers the job's latest timelineLimit ticks, as loadTimeline's
 // does: a job with more ticks than that since the window's start (a burst
 // of manual or backfill ticks) is read on its own, so that every timeline
 // is the one loadTimeline draws.
 func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.DefinedJob, now time.Time, slots int) (map[string]*Timeline, error) {
+	if len(jobs) == 0 {
+		return map[string]*Timeline{}, nil
+	}
 	frame := newTimeline(now, slots)
-	counts, err := sched.TimelineCounts(ctx, frame.From, TimelineWindow/time.Duration(slots))
+	counts, err := sched.TimelineCounts(ctx, jobs[0].Job.Name, jobs[len(jobs)-1].Job.Name, frame.From, TimelineWindow/time.Duration(slots))
 	if err != nil {
 		return nil, err
 	}
