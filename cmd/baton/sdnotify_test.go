@@ -135,6 +135,20 @@ func proxiedPG(t *testing.T) (store, *tcpproxy.Proxy) {
 	return store{name: "postgres", env: []string{"BATON_DB=" + asURL(t, pgtest.DSNFor(t, cfg.Database, proxy.Addr()))}, dsn: dsn}, proxy
 }
 
+// hangOnFreeze gives s's connections a connect timeout longer than any
+// test, so that on a frozen proxy a round hangs whichever connection it
+// uses: with the default (5 s), a round that needs a new connection fails
+// at the timeout instead, and a failed round ends, which is progress by
+// design (service.go). Once on CI the claim round dialled during the
+// freeze, failed every 6 s, and so pinged.
+func hangOnFreeze(s *store) {
+	for i, e := range s.env {
+		if strings.HasPrefix(e, "BATON_DB=") {
+			s.env[i] = e + "&connect_timeout=600"
+		}
+	}
+}
+
 // Under systemd (Type=notify, WatchdogSec=) the daemon says READY=1 once its
 // store is open and a claim round has worked, not before; says what it does
 // in STATUS= lines; sends WATCHDOG=1 at half of WATCHDOG_USEC while its claim
@@ -144,6 +158,7 @@ func proxiedPG(t *testing.T) (store, *tcpproxy.Proxy) {
 func TestDaemonNotifiesSystemd(t *testing.T) {
 	t.Parallel()
 	s, proxy := proxiedPG(t)
+	hangOnFreeze(&s)
 	// systemd names its socket by path; a container's manager may use the
 	// abstract namespace.
 	sock := listenNotify(t, fmt.Sprintf("@baton-test-notify-%d-%d", os.Getpid(), time.Now().UnixNano()))
@@ -230,6 +245,7 @@ func TestDaemonJobsDoNotInheritNotifySocket(t *testing.T) {
 func TestRelayNotifiesSystemd(t *testing.T) {
 	t.Parallel()
 	s, proxy := proxiedPG(t)
+	hangOnFreeze(&s)
 	sock := listenNotify(t, filepath.Join(t.TempDir(), "notify"))
 	const watchdog = 2 * time.Second
 	s.env = append(s.env, sock.env(watchdog)...)
