@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -27,7 +28,7 @@ type Overview struct {
 	Summary Summary                `json:"summary"`
 	Jobs    []JobStatus            `json:"jobs"`
 	Daemons []scheduler.DaemonInfo `json:"daemons"`
-	Leases  []baton.Lease          `json:"leases"`
+	Leases  []baton.Lease          `json:"leases"` // held and expired, not free
 	// Outbox is the outbox's backlog, when the store has one; OutboxError
 	// says why it could not be read (the rest of the overview stands).
 	Outbox      *outbox.Status `json:"outbox,omitempty"`
@@ -137,6 +138,9 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		return nil, nil, err
 	}
 	jobs := l.jobs
+	// A free lease is history ('baton leases' lists it), and a fleet has
+	// one for every job that ever ran.
+	leases = slices.DeleteFunc(leases, func(l baton.Lease) bool { return l.State == baton.LeaseFree })
 	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Daemons: daemons, Leases: leases}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -405,4 +406,40 @@ func statusJSONProblems(t *testing.T, s store) []string {
 		}
 	}
 	return problems
+}
+
+// status --json lists the leases held, as its text does (and expired ones:
+// a holder gone without releasing); a free lease is history, which
+// 'baton leases' lists. A fleet of 10,000 jobs has a free lease of each.
+func TestStatusListsLeasesHeld(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store) {
+		if r := s.run(t, "run", "done-job", "--", "true"); r.code != 0 {
+			t.Fatalf("baton run done-job: exit %d %s", r.code, r.stderr)
+		}
+		s.start(t, "run", "held-job", "--", "sleep", "120")
+		states := map[string]baton.LeaseState{}
+		for deadline := time.Now().Add(time.Minute); states["held-job"] != baton.LeaseHeld; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("held-job's lease not held: %v", states)
+			}
+			for _, l := range s.leases(t) {
+				states[l.Job] = l.State
+			}
+		}
+		if states["done-job"] != baton.LeaseFree {
+			t.Fatalf("baton leases: done-job's lease %q, want free", states["done-job"])
+		}
+		r := s.run(t, "status", "--json")
+		var o struct{ Leases []baton.Lease }
+		if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || r.code != 0 {
+			t.Fatalf("status --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+		}
+		var listed []string
+		for _, l := range o.Leases {
+			listed = append(listed, l.Job+" "+string(l.State))
+		}
+		if !slices.Equal(listed, []string{"held-job held"}) {
+			t.Errorf("status --json lists the leases %q, want [held-job held]", listed)
+		}
+	})
 }
