@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -64,6 +65,29 @@ type Daemon struct {
 	held map[string][]time.Time
 
 	afterTick func(baton.Tick) // a test's hook: called after each handled claim
+
+	// share is this daemon's part of the due jobs, from the live daemons
+	// the heartbeat last saw (seeFleet); nil: every due job.
+	share atomic.Pointer[share]
+}
+
+// seeFleet reads which daemons are live (seen within half the claim TTL,
+// two heartbeats) and takes this daemon's share of the due jobs: with few
+// jobs, the first daemon to poll after a second's boundary would otherwise
+// claim every due tick while the others idle. Another daemon's due job is
+// this daemon's too once it is two polls late, so a daemon that is busy,
+// slow or gone delays its share by that much at most.
+func (d *Daemon) seeFleet(ctx context.Context) error {
+	ids, err := d.Store.liveDaemons(ctx, d.ClaimTTL/2)
+	if err != nil {
+		return err
+	}
+	sh := share{late: 2 * d.Poll}
+	if i := slices.Index(ids, d.ID); i >= 0 && len(ids) > 1 {
+		sh.of, sh.mine = len(ids), i
+	}
+	d.share.Store(&sh)
+	return nil
 }
 
 // hold records claims as this daemon's until unhold: until each has taken
@@ -304,6 +328,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg := context.WithoutCancel(ctx)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
+	if err := d.seeFleet(ctx); err != nil {
+		d.Log.Debug("cannot see the fleet yet; claiming every due job until the heartbeat does", "err", err)
+	}
 	go d.heartbeat(bg, hbStop, hbDone)
 
 	poll := time.NewTimer(0)
@@ -400,7 +427,11 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	if limit <= 0 {
 		return true, nil
 	}
-	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
+	var sh share
+	if p := d.share.Load(); p != nil {
+		sh = *p
+	}
+	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit, sh)
 	if err != nil {
 		return false, err
 	}
@@ -463,6 +494,9 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 			if ok, err = d.Store.Touch(hctx, d.ID); err == nil && !ok {
 				err = d.register(hctx)
 			}
+		}
+		if err == nil {
+			err = d.seeFleet(hctx)
 		}
 		if err == nil {
 			err = d.checkDrift(hctx)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,8 +48,53 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 	if err != nil { // compiled in: cannot fail at run time
 		panic("scheduler: loading embedded SQL: " + err.Error())
 	}
+	// A due job's slot spreads the due jobs over the live daemons
+	// (claim_jobs): a hash of its name seeded with its due second, so that
+	// which daemon a job's tick falls to changes every tick and no pattern
+	// of names or schedules lands on one daemon; in SQLite, which has no
+	// hash, its row number plus its due second (an embedded store's jobs
+	// are numbered in the order they were first published).
+	slot := "hashtextextended(name, floor(extract(epoch from next_tick_at))::bigint)"
+	if dialect == SQLite {
+		slot = "(rowid + next_tick_at / 1000000)"
+	}
+	for name, text := range q {
+		q[name] = strings.ReplaceAll(text, "@job_slot@", slot)
+	}
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
+}
+
+// share is a daemon's part of the due jobs when several daemons are live:
+// of them, it is the mine-th (from 0), and claims first the due jobs whose
+// slot modulo of is mine; another daemon's due job only once it is late by
+// more than late (that daemon is busy, slow or gone). of ≤ 1: every due
+// job. Which daemon claims a tick changes nothing else: the claim locks
+// the job's row and skips rows other daemons have locked, as before.
+type share struct {
+	of, mine int
+	late     time.Duration
+}
+
+// liveDaemons lists the ids of the daemons seen within window, in order.
+func (s *Store) liveDaemons(ctx context.Context, window time.Duration) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("live_daemons"), ms(window))
+	if err != nil {
+		return nil, s.translate(err, "listing the live daemons")
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, s.translate(err, "listing the live daemons")
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.translate(err, "listing the live daemons")
+	}
+	return ids, nil
 }
 
 func (s *Store) query(name string) string {
@@ -390,7 +436,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -402,7 +448,7 @@ type skipKey struct {
 
 // claimDue is ClaimDue by a daemon of feature level own that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer).
-func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[skipKey]int, error) {
+func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) ([]Claim, map[skipKey]int, error) {
 	var out []Claim
 	var missed map[skipKey]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -411,7 +457,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own)
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)))
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}

@@ -3,11 +3,18 @@
 -- jobs whose definition needs a higher feature level than the claiming
 -- daemon's ($3): they wait for a daemon that runs them as they mean. A
 -- level recorded for an earlier version of the definition does not count.
+--
+-- The live daemons share the due jobs: with $4 of them, this daemon (the
+-- $5th, from 0) claims the jobs whose slot modulo $4 is $5, and another's
+-- only once it is due since $6 (that daemon is busy, slow or gone). $4 ≤ 1:
+-- every due job. @job_slot@ is a number from the job's name (or row) and its
+-- due second (scheduler.NewStore).
 select name, version, definition, next_tick_at,
        case when min_level_version = version then min_level else 0 end
 from @schema@.jobs
 where next_tick_at <= $1 and not paused and removed_at is null
   and (min_level <= $3 or min_level_version <> version)
+  and ($4 <= 1 or next_tick_at <= $6 or (@job_slot@ % $4 + $4) % $4 = $5)
 order by next_tick_at
 limit $2
 @skip_locked@

@@ -1,0 +1,50 @@
+package scheduler_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+)
+
+// With few jobs, the live daemons share each second's ticks: no daemon
+// takes every due tick while the others idle. (The first daemon to poll
+// after a second's boundary used to claim them all.)
+func TestDaemonsShareTheTicks(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		const jobs, daemons, seconds = 12, 3, 8
+		var js []baton.Job
+		for i := range jobs {
+			js = append(js, job(fmt.Sprintf("share-%02d", i), "* * * * * *", "true"))
+		}
+		for i := range daemons {
+			startDaemon(t, e, fmt.Sprintf("d%d", i), js, nil)
+		}
+		// Counted from a few seconds in, once every daemon has registered
+		// and seen the others.
+		from := time.Now().Add(3 * time.Second).Truncate(time.Second)
+		ran := map[string]int{}
+		total := 0
+		for i := range jobs {
+			name := fmt.Sprintf("share-%02d", i)
+			for _, tr := range waitTicks(t, e, name, 3+seconds+3, 2*time.Minute) {
+				if tr.At.Before(from) || tr.Host == "" || tr.Attempts == 0 {
+					continue // before the count, or never started (skipped)
+				}
+				ran[tr.Host]++
+				total++
+			}
+		}
+		t.Logf("ticks started by each daemon: %v", ran)
+		if total < jobs*seconds/2 {
+			t.Fatalf("only %d ticks started in the %d s counted", total, seconds)
+		}
+		for i := range daemons {
+			host := fmt.Sprintf("d%d", i)
+			if share := float64(ran[host]) / float64(total); share < 0.15 {
+				t.Errorf("daemon %s started %d of %d ticks (%.0f %%); each of %d live daemons should have a share", host, ran[host], total, 100*share, daemons)
+			}
+		}
+	})
+}
