@@ -54,18 +54,30 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.close()
-	jobs, err := st.schedule.Jobs(ctx)
-	if err != nil {
-		return err
+	// The listing and the daemons (with their files' versions, as large as
+	// the listing's names) are read side by side, on two connections.
+	type listing struct {
+		jobs []baton.DefinedJob
+		err  error
 	}
+	listed := make(chan listing, 1)
+	go func() {
+		jobs, err := st.schedule.Jobs(ctx)
+		listed <- listing{jobs, err}
+	}()
 	daemons, err := st.schedule.Daemons(ctx, 2*time.Minute)
+	var now time.Time
+	if err == nil {
+		now, err = st.schedule.Now(ctx)
+	}
+	l := <-listed
+	if l.err != nil {
+		return l.err
+	}
 	if err != nil {
 		return err
 	}
-	now, err := st.schedule.Now(ctx)
-	if err != nil {
-		return err
-	}
+	jobs := l.jobs
 	rows := []jobRow{}
 	for _, dj := range jobs {
 		r := jobRow{DefinedJob: dj}

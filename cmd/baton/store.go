@@ -43,9 +43,10 @@ type storeFlags struct {
 var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
 // warmConns are the commands that read on two connections side by side
-// (status: the job listing beside the fleet's reads), with the number of
-// connections dialled while the first checks the schema (postgres.Config.Warm).
-var warmConns = map[string]int{"status": 1}
+// (status and jobs: the job listing beside the fleet's reads), with the
+// number of connections dialled while the first checks the schema
+// (postgres.Config.Warm).
+var warmConns = map[string]int{"status": 1, "jobs": 1}
 
 // register adds the store's flags to fs, less those named in omit (flags a
 // command does not use are not listed). Their help says what they select
