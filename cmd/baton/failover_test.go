@@ -7,6 +7,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -71,8 +72,17 @@ func TestMultiHostDSN(t *testing.T) {
 				t.Errorf("the job's BATON_DB = %q; want both hosts of %q and no password", r.stdout, c.dsn)
 			}
 			r = ok(s.run(t, "status", "--json"), "status", "--json")
+			var o struct {
+				Summary struct {
+					Pending int `json:"outbox_pending"`
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &o); err != nil || o.Summary.Pending == 0 {
+				t.Errorf("baton status --json does not show the event enqueued (%v):\n%s", err, r.stdout)
+			}
+			r = ok(s.run(t, "leases", "--json"), "leases", "--json")
 			if !strings.Contains(r.stdout, "multi-host") {
-				t.Errorf("baton status --json does not show the run of multi-host:\n%s", r.stdout)
+				t.Errorf("baton leases --json does not show the lease of multi-host's run:\n%s", r.stdout)
 			}
 			// doctor pg: 0 OK or 1 WARNING; 3 would say it reached no server.
 			// It examines the primary, and says so.
