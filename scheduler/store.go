@@ -1041,7 +1041,7 @@ type DaemonInfo struct {
 	Host     string            `json:"host"`
 	PID      int               `json:"pid"`
 	Config   string            `json:"config"`
-	Versions map[string]string `json:"versions"` // job → version in its file
+	Versions map[string]string `json:"versions,omitempty"` // job → version in its file (not read by Fleet)
 	Started  time.Time         `json:"started"`
 	Seen     time.Time         `json:"seen"`
 	// Version is the baton that runs the daemon, as 'baton version' prints
@@ -1101,6 +1101,56 @@ func (s *Store) Daemons(ctx context.Context, within time.Duration) ([]DaemonInfo
 		out = append(out, d)
 	}
 	return out, s.translate(rows.Err(), "listing daemons")
+}
+
+// Drift is a difference between a running daemon's job file and the
+// store's definitions: the file has Job at Version, or lacks it (Version "").
+type Drift struct {
+	Job     string
+	Daemon  string // its id
+	Version string
+}
+
+// Fleet lists the daemons seen within the last within, without their
+// files' versions (Versions nil), and where those files differ from the
+// store's definitions, compared in the store: a daemon's versions name
+// every job, and status and the dashboard need only the differences.
+func (s *Store) Fleet(ctx context.Context, within time.Duration) ([]DaemonInfo, []Drift, error) {
+	rows, err := s.db.QueryContext(ctx, s.query("list_daemons_brief"), ms(within))
+	if err != nil {
+		return nil, nil, s.translate(err, "listing daemons")
+	}
+	var daemons []DaemonInfo
+	for rows.Next() {
+		var d DaemonInfo
+		var started, seen dbTime
+		if err := rows.Scan(&d.ID, &d.Host, &d.PID, &d.Config, &started, &seen, &d.Version, &d.FeatureLevel); err != nil {
+			rows.Close()
+			return nil, nil, s.translate(err, "listing daemons")
+		}
+		d.Started, d.Seen = started.Time, seen.Time
+		daemons = append(daemons, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, s.translate(err, "listing daemons")
+	}
+	rows, err = s.db.QueryContext(ctx, s.query(string(s.dialect)+"/drift"), ms(within))
+	if err != nil {
+		return nil, nil, s.translate(err, "comparing the daemons' job files")
+	}
+	defer rows.Close()
+	var drift []Drift
+	for rows.Next() {
+		var d Drift
+		var v sql.NullString
+		if err := rows.Scan(&d.Job, &d.Daemon, &v); err != nil {
+			return nil, nil, s.translate(err, "comparing the daemons' job files")
+		}
+		d.Version = v.String
+		drift = append(drift, d)
+	}
+	return daemons, drift, s.translate(rows.Err(), "comparing the daemons' job files")
 }
 
 // SchemaVersion is the highest migration applied to the store's schema.

@@ -95,12 +95,12 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 		s.failErr(w, r, err)
 		return
 	}
-	daemons, err := s.cfg.Schedule.Daemons(ctx, DaemonWindow)
+	daemons, diffs, err := s.cfg.Schedule.Fleet(ctx, DaemonWindow)
 	if err != nil {
 		s.failErr(w, r, err)
 		return
 	}
-	d := &jobData{Now: now, Job: *dj, Status: jobStatus(*dj, daemons, now)}
+	d := &jobData{Now: now, Job: *dj, Status: jobStatus(*dj, daemons, driftLines(daemons, diffs)[name], now)}
 	if d.Timeline, err = loadTimeline(ctx, s.cfg.Schedule, *dj, now, jobSlots); err != nil {
 		s.failErr(w, r, err)
 		return

@@ -124,7 +124,7 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		jobs, err := sched.JobSchedules(ctx)
 		listed <- listing{jobs, err}
 	}()
-	daemons, now, leases, schema, err := loadFleet(ctx, sched, leaser)
+	daemons, drift, now, leases, schema, err := loadFleet(ctx, sched, leaser)
 	var obStatus *outbox.Status
 	var obErr error
 	if err == nil && ob != nil {
@@ -151,7 +151,7 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	o.Jobs = make([]JobStatus, len(jobs))
 	par.For(len(jobs), 256, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			o.Jobs[i] = jobStatus(jobs[i], daemons, now)
+			o.Jobs[i] = jobStatus(jobs[i], daemons, drift[jobs[i].Job.Name], now)
 		}
 	})
 	if ob != nil {
@@ -216,12 +216,15 @@ func pageOf(ctx context.Context, sched *scheduler.Store, rd *overviewRead, n int
 	return &overviewPage{Overview: &o, Page: n, Pages: pages, First: from + 1, Last: to}, nil
 }
 
-// loadFleet reads the overview's small parts: the running daemons, the
-// store's clock, the leases and the schema version.
-func loadFleet(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser) (daemons []scheduler.DaemonInfo, now time.Time, leases []baton.Lease, schema int, err error) {
-	if daemons, err = sched.Daemons(ctx, DaemonWindow); err != nil {
+// loadFleet reads the overview's small parts: the running daemons and
+// their drift, by job (each line as the overview shows it), the store's
+// clock, the leases and the schema version.
+func loadFleet(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser) (daemons []scheduler.DaemonInfo, drift map[string][]string, now time.Time, leases []baton.Lease, schema int, err error) {
+	var diffs []scheduler.Drift
+	if daemons, diffs, err = sched.Fleet(ctx, DaemonWindow); err != nil {
 		return
 	}
+	drift = driftLines(daemons, diffs)
 	if now, err = sched.Now(ctx); err != nil {
 		return
 	}
@@ -259,7 +262,32 @@ func summarize(o *Overview) Summary {
 	return s
 }
 
-func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, now time.Time) JobStatus {
+// driftLines says each difference between a running daemon's file and the
+// store, by job, sorted; a daemon not in daemons (seen at the edge of the
+// window between the two reads) is left out.
+func driftLines(daemons []scheduler.DaemonInfo, diffs []scheduler.Drift) map[string][]string {
+	byID := make(map[string]scheduler.DaemonInfo, len(daemons))
+	for _, d := range daemons {
+		byID[d.ID] = d
+	}
+	lines := map[string][]string{}
+	for _, f := range diffs {
+		d, ok := byID[f.Daemon]
+		switch {
+		case !ok:
+		case f.Version == "":
+			lines[f.Job] = append(lines[f.Job], fmt.Sprintf("%s (%s) has no such job in %s", d.Host, d.ID, d.Config))
+		default:
+			lines[f.Job] = append(lines[f.Job], fmt.Sprintf("%s (%s) has version %s in %s", d.Host, d.ID, f.Version, d.Config))
+		}
+	}
+	for _, l := range lines {
+		sort.Strings(l)
+	}
+	return lines
+}
+
+func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, drift []string, now time.Time) JobStatus {
 	js := JobStatus{
 		Name: dj.Job.Name, Schedule: dj.Job.Schedule, Timezone: dj.Job.Timezone, Version: dj.Version,
 		NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
@@ -274,16 +302,7 @@ func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, now time.Tim
 	}
 	interval, overdue := expected(dj, now)
 	js.Interval, js.Overdue = baton.Duration(interval), overdue
-	for _, d := range daemons {
-		v, ok := d.Versions[dj.Job.Name]
-		switch {
-		case !ok:
-			js.Drift = append(js.Drift, fmt.Sprintf("%s (%s) has no such job in %s", d.Host, d.ID, d.Config))
-		case v != dj.Version:
-			js.Drift = append(js.Drift, fmt.Sprintf("%s (%s) has version %s in %s", d.Host, d.ID, v, d.Config))
-		}
-	}
-	sort.Strings(js.Drift)
+	js.Drift = drift
 	return js
 }
 

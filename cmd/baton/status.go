@@ -38,9 +38,11 @@ daemon; status says which, under the job table (see docs/UPGRADE.md).
 --json prints {"now", "store", "schema_version", "summary", "jobs",
 "daemons", "leases", "outbox"}; each job has next_tick, last_outcome,
 last_success, last_success_age, expected_interval, overdue, paused, drift,
-feature_level and level_note; each daemon version and feature_level; the
-leases held or expired (free ones are history: 'baton leases --json' lists
-every one); each relay of the outbox version.
+feature_level and level_note; each daemon version and feature_level (not
+its file's versions, compared in the store: each job's drift says where
+they differ, and 'baton jobs --json' lists them); the leases held or
+expired (free ones are history: 'baton leases --json' lists every one);
+each relay of the outbox version.
 
 A paused job shows no next tick ("-"; none in --json): none is run.
 

@@ -1,0 +1,20 @@
+-- Where the job files of the daemons seen within the last $1 milliseconds
+-- differ from the store: each job the store defines (not removed) that a
+-- daemon's file lacks (version null) or has at another version. Only the
+-- differences are sent: status and the dashboard read them instead of
+-- every daemon's version of every job. A daemon whose versions contain
+-- every current (job, version) pair has none, and is not compared job by
+-- job (most of a fleet, most of the time).
+with live as (
+  select id, versions from @schema@.daemons
+  where seen_at >= @before($1)@
+    and not versions @> (select coalesce(jsonb_object_agg(name, version), '{}')
+                         from @schema@.jobs where removed_at is null)
+), has as (
+  select live.id, e.key as job, e.value as version
+  from live cross join lateral jsonb_each_text(live.versions) e
+)
+select j.name, live.id, has.version
+from live cross join @schema@.jobs j
+left join has on has.id = live.id and has.job = j.name
+where j.removed_at is null and has.version is distinct from j.version
