@@ -362,7 +362,7 @@ loop:
 		if more {
 			poll.Reset(0)
 		} else {
-			poll.Reset(d.Poll)
+			poll.Reset(nextPoll(time.Now(), d.Poll))
 		}
 	}
 
@@ -393,6 +393,19 @@ loop:
 	}
 	d.Log.Info("drained")
 	return nil
+}
+
+// pollAfterSecond is how long after a whole second the daemons poll.
+const pollAfterSecond = 10 * time.Millisecond
+
+// nextPoll is how long the claim loop waits after a round that left no
+// due tick it could take: the poll interval, or less, to just after the
+// next whole second. Schedules fire on whole seconds, so every daemon
+// claims its share of a second's ticks (claim_jobs) as the second begins,
+// instead of up to a poll interval later. A daemon whose clock runs ahead
+// of the store's finds them at its next poll.
+func nextPoll(now time.Time, poll time.Duration) time.Duration {
+	return min(poll, now.Truncate(time.Second).Add(time.Second+pollAfterSecond).Sub(now))
 }
 
 func (d *Daemon) running() int {
