@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // With few jobs, the live daemons share each second's ticks: no daemon
@@ -19,8 +20,14 @@ func TestDaemonsShareTheTicks(t *testing.T) {
 		for i := range jobs {
 			js = append(js, job(fmt.Sprintf("share-%02d", i), "* * * * * *", "true"))
 		}
+		// The default poll, and a claim TTL long enough that a daemon's
+		// heartbeats (every TTL/4) keep it live on a loaded box: with the
+		// tests' 50 ms polls and 2 s TTL, a tick was another daemon's after
+		// 100 ms, and a SQLite store that answered late dropped daemons
+		// from the live set, so under two CPU hogs one daemon started 12 %.
+		tune := func(d *scheduler.Daemon) { d.Poll, d.ClaimTTL = 250*time.Millisecond, 10*time.Second }
 		for i := range daemons {
-			startDaemon(t, e, fmt.Sprintf("d%d", i), js, nil)
+			startDaemon(t, e, fmt.Sprintf("d%d", i), js, tune)
 		}
 		// Counted from a few seconds in, once every daemon has registered
 		// and seen the others, until enough ticks started to judge the
