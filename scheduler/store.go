@@ -58,9 +58,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 	if dialect == SQLite {
 		slot = "(rowid + next_tick_at / 1000000)"
 	}
-	for name, text := range q {
-		q[name] = strings.ReplaceAll(text, "@job_slot@", slot)
-	}
+	q["claim_jobs"] = strings.ReplaceAll(q["claim_jobs"], "@job_slot@", slot)
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
