@@ -97,8 +97,11 @@ func validKey(key string) error {
 // it exist, and resets lock_timeout) and the update that stores the
 // response, and commits once. A replay is BEGIN, the claim and ROLLBACK;
 // with p.ReadFirst it is one read before any transaction, and a first
-// execution that read more. On SQLite the read always comes first, so that
-// a replay does not wait for the writer.
+// execution that read more. Through the handle of postgres.DB.SQL (or
+// postgres.OpenSQL), the claim is sent with BEGIN and the response with
+// COMMIT, so a first execution makes the round trips of fn's transaction
+// alone (three for one insert), and a replay two. On SQLite the read
+// always comes first, so that a replay does not wait for the writer.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
 	if err := validKey(key); err != nil {
 		return Response{}, false, err
@@ -117,14 +120,14 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		}
 	}
 
-	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE on SQLite: waits for the writer
+	tx, err := s.openKeyTx(ctx)
 	if err != nil {
-		return Response{}, false, s.translate(err, "beginning a transaction")
+		return Response{}, false, err
 	}
-	defer tx.Rollback() // a no-op after Commit; on a panic in fn, undoes it all
+	defer tx.close() // a rollback unless committed; on a panic in fn, undoes it all
 	inserted, r, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
 	if errors.Is(err, errBlocked) {
-		tx.Rollback()
+		tx.close()
 		return s.judgeBlocked(ctx, scope, key, fingerprint)
 	}
 	if err != nil {
@@ -142,15 +145,12 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return judge(r, fingerprint)
 	}
 	// fn's events (package outbox) take their keys from this one's.
-	resp, err = fn(baton.WithIntentKey(ctx, IntentKey(scope, key)), tx)
+	resp, err = fn(baton.WithIntentKey(ctx, IntentKey(scope, key)), tx.Tx)
 	if err != nil || !p.Store(resp.Status) {
 		return resp, false, err
 	}
-	if err := s.complete(ctx, tx, scope, key, 0, PointStarted, nil, resp, p.TTL); err != nil {
+	if err := s.completeAndCommit(ctx, tx, scope, key, resp, p.TTL); err != nil {
 		return Response{}, false, err
-	}
-	if err := tx.Commit(); err != nil {
-		return Response{}, false, s.translate(err, "committing idempotency key "+key)
 	}
 	if p.AfterCommit != nil {
 		p.AfterCommit()
@@ -223,16 +223,17 @@ func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Durati
 // as the session says (lock_timeout as it was before the claim), not as
 // briefly as the claim did. When the key was committed before, claim_key
 // returns its record too (nil when it read none).
-func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, scope, key, fingerprint string) (bool, *Record, error) {
+func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scope, key, fingerprint string) (bool, *Record, error) {
 	if s.dialect != Postgres {
-		inserted, _, err := s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
+		inserted, _, err := s.claim(ctx, k.Tx, wait, "insert_key", scope, key, fingerprint)
 		return inserted, nil, err
 	}
 	var held, inserted, found bool
 	var lockTimeoutBack string
 	var row recordRow
-	err := tx.QueryRowContext(ctx, s.query("postgres/claim_key"), scope, key, fingerprint, lockTimeout(wait), s.lockKey(scope, key, fingerprint)).
-		Scan(append([]any{&held, &inserted, &lockTimeoutBack, &found}, row.dest()...)...)
+	err := k.first(ctx, s.query("postgres/claim_key"),
+		[]any{scope, key, fingerprint, lockTimeout(wait), s.lockKey(scope, key, fingerprint)},
+		append([]any{&held, &inserted, &lockTimeoutBack, &found}, row.dest()...)...)
 	switch {
 	case sqldialect.SQLState(err) == sqlStateLockTimeout:
 		return false, nil, errBlocked
@@ -245,11 +246,11 @@ func (s *Store) claimKey(ctx context.Context, tx *sql.Tx, wait time.Duration, sc
 		return inserted, nil, nil
 	}
 	// Contended: wait for the other claim as long as the bound allows.
-	inserted, _, err = s.claim(ctx, tx, wait, "insert_key", scope, key, fingerprint)
+	inserted, _, err = s.claim(ctx, k.Tx, wait, "insert_key", scope, key, fingerprint)
 	if err != nil || !inserted {
 		return inserted, nil, err
 	}
-	_, err = tx.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeoutBack)
+	_, err = k.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeoutBack)
 	return true, nil, s.translate(err, "resetting lock_timeout")
 }
 
@@ -285,11 +286,27 @@ func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query
 // complete stores resp as the key's answer, in tx, if token is still the
 // key's term; EFENCED otherwise.
 func (s *Store) complete(ctx context.Context, tx *sql.Tx, scope, key string, token int64, point string, data json.RawMessage, resp Response, ttl time.Duration) error {
+	args, err := completeArgs(scope, key, token, point, data, resp, ttl)
+	if err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.query("complete_key"), args...)
+	if err != nil {
+		return s.translate(err, "storing the response of idempotency key "+key)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fenced(scope, key, token, point)
+	}
+	return nil
+}
+
+// completeArgs are complete_key's parameters.
+func completeArgs(scope, key string, token int64, point string, data json.RawMessage, resp Response, ttl time.Duration) ([]any, error) {
 	var header, saved, body any
 	if len(resp.Header) > 0 {
 		b, err := json.Marshal(resp.Header)
 		if err != nil {
-			return baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
+			return nil, baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
 		}
 		header = string(b)
 	}
@@ -299,15 +316,102 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, scope, key string, tok
 	if len(resp.Body) > 0 {
 		body = resp.Body
 	}
-	res, err := tx.ExecContext(ctx, s.query("complete_key"), scope, key, token, point, saved,
-		resp.Status, header, body, ms(ttl))
+	return []any{scope, key, token, point, saved, resp.Status, header, body, ms(ttl)}, nil
+}
+
+// completeAndCommit stores resp as the answer of Do's key and commits:
+// with the commit, in one round trip, when tx pipelines.
+func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key string, resp Response, ttl time.Duration) error {
+	if tx.conn == nil {
+		if err := s.complete(ctx, tx.Tx, scope, key, 0, PointStarted, nil, resp, ttl); err != nil {
+			return err
+		}
+		return s.translate(tx.Commit(), "committing idempotency key "+key)
+	}
+	args, err := completeArgs(scope, key, 0, PointStarted, nil, resp, ttl)
 	if err != nil {
-		return s.translate(err, "storing the response of idempotency key "+key)
+		return err
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fenced(scope, key, token, point)
+	err = tx.commitWith(s.query("postgres/complete_key_or_fail"), args...)
+	if sqldialect.SQLState(err) == sqlStateDivisionByZero { // it stored nothing
+		return fenced(scope, key, 0, PointStarted)
 	}
-	return nil
+	return s.translate(err, "committing idempotency key "+key)
+}
+
+// sqlStateDivisionByZero is how complete_key_or_fail fails when it
+// updated no row.
+const sqlStateDivisionByZero = "22012"
+
+// keyTx is Do's transaction. Through a handle whose connections pipeline
+// (sqldialect.Pipeliner: postgres.OpenSQL's), it holds a connection and
+// is begun by its first statement, which goes with BEGIN in one round
+// trip, and its last goes with COMMIT; otherwise it is a plain *sql.Tx.
+type keyTx struct {
+	*sql.Tx           // nil until the first statement, when pipelined
+	conn    *sql.Conn // set when pipelined
+}
+
+// openKeyTx begins Do's transaction, or takes the connection that will
+// (IMMEDIATE on SQLite: it waits for the writer).
+func (s *Store) openKeyTx(ctx context.Context) (*keyTx, error) {
+	if s.dialect == Postgres {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, s.translate(err, "taking a connection")
+		}
+		pipelined := false
+		conn.Raw(func(dc any) error {
+			_, pipelined = dc.(sqldialect.Pipeliner)
+			return nil
+		})
+		if pipelined {
+			return &keyTx{conn: conn}, nil
+		}
+		conn.Close()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, s.translate(err, "beginning a transaction")
+	}
+	return &keyTx{Tx: tx}, nil
+}
+
+// first runs the transaction's first statement, which returns one row,
+// scanned into dest; when pipelined, it begins the transaction in the same
+// round trip, and a failure leaves none open.
+func (k *keyTx) first(ctx context.Context, query string, args []any, dest ...any) error {
+	if k.conn == nil {
+		return k.QueryRowContext(ctx, query, args...).Scan(dest...)
+	}
+	err := k.conn.Raw(func(dc any) error {
+		return dc.(sqldialect.Pipeliner).BeginQueryRow(ctx, query, args, dest...)
+	})
+	if err != nil {
+		return err
+	}
+	k.Tx, err = k.conn.BeginTx(ctx, nil) // the one begun: nothing is sent
+	return err
+}
+
+// commitWith commits, sending query with COMMIT in one round trip; the
+// commit happens only if query succeeds. Pipelined only.
+func (k *keyTx) commitWith(query string, args ...any) error {
+	k.conn.Raw(func(dc any) error {
+		dc.(sqldialect.Pipeliner).CommitWith(query, args...)
+		return nil
+	})
+	return k.Commit()
+}
+
+// close rolls back what was not committed and gives back the connection.
+func (k *keyTx) close() {
+	if k.Tx != nil {
+		k.Rollback()
+	}
+	if k.conn != nil {
+		k.conn.Close()
+	}
 }
 
 func fenced(scope, key string, token int64, step string) error {

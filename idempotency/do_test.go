@@ -335,3 +335,35 @@ func TestDoCrashBeforeCommit(t *testing.T) {
 		}
 	})
 }
+
+// The answer is stored in the transaction that commits the business write,
+// or nothing commits: when the statement storing it finds no key to
+// complete (here fn deleted it), Do answers EFENCED and the write rolls
+// back, also where that statement is sent with the COMMIT (PostgreSQL).
+func TestDoCommitsOnlyWithTheAnswer(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		var runs counter
+		_, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+			resp, err := createOrder(&runs, "o1", 201)(ctx, tx)
+			if err != nil {
+				return resp, err
+			}
+			_, err = tx.ExecContext(ctx, "delete from "+e.table()+" where key = 'k'")
+			return resp, err
+		})
+		wantCode(t, err, baton.EFENCED)
+		if n := e.count(t, "select count(*) from orders"); n != 0 {
+			t.Errorf("%d orders committed without their answer, want 0", n)
+		}
+		// The connection is clean: the next call runs and commits.
+		resp, replayed, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o2", 201))
+		if err != nil || replayed || resp.Status != 201 {
+			t.Fatalf("next call: %+v, replayed %v, %v", resp, replayed, err)
+		}
+		if n := e.count(t, "select count(*) from orders"); n != 1 {
+			t.Errorf("%d orders, want 1", n)
+		}
+	})
+}

@@ -11,32 +11,56 @@ import (
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // statementLog records every statement a pgx connection sends, BEGIN and
-// COMMIT included (pgx sends them as statements too).
+// COMMIT included (pgx sends them as statements too), and counts the round
+// trips: a statement sent alone is one, and so is a batch of them (pgx
+// writes a batch at once and reads its answers after one Sync).
 type statementLog struct {
-	mu  sync.Mutex
-	sql []string
+	mu    sync.Mutex
+	sql   []string
+	trips int
 }
 
 func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sql = append(l.sql, strings.Join(strings.Fields(d.SQL), " "))
+	l.trips++
 	return ctx
 }
 
 func (l *statementLog) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// take returns the statements logged since the last take.
-func (l *statementLog) take() []string {
+func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.sql
-	l.sql = nil
+	for _, q := range d.Batch.QueuedQueries {
+		l.sql = append(l.sql, strings.Join(strings.Fields(q.SQL), " "))
+	}
+	l.trips++
+	return ctx
+}
+
+func (l *statementLog) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// take returns the statements logged since the last take.
+func (l *statementLog) take() []string {
+	s, _ := l.takeTrips()
 	return s
+}
+
+// takeTrips returns the statements and the round trips logged since the
+// last take.
+func (l *statementLog) takeTrips() ([]string, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, n := l.sql, l.trips
+	l.sql, l.trips = nil, 0
+	return s, n
 }
 
 // countPrefix counts the statements that begin with prefix, in any case.
@@ -61,13 +85,18 @@ func tracedPostgres(t *testing.T) (env, *statementLog) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	cfg, err := pgx.ParseConfig(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := &statementLog{}
-	cfg.Tracer = log
-	traced := stdlib.OpenDB(*cfg)
+	cfg.ConnConfig.Tracer = log
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	traced := postgres.OpenSQL(pool) // as postgres.DB.SQL() gives it
 	t.Cleanup(func() { traced.Close() })
 	e := env{name: "postgres", dialect: Postgres, db: traced, schema: db.Schema()}
 	e.store = e.server()
@@ -80,6 +109,8 @@ func tracedPostgres(t *testing.T) (env, *statementLog) {
 // its insert, COMMIT): one statement that bounds the lock waits, takes the
 // claim's advisory lock, inserts the key, reads a committed one and gives
 // the transaction its lock waits back, and the one storing the response.
+// And no round trip beyond the handler's own three: the claim goes with
+// BEGIN, and the response with COMMIT.
 func TestDoStatementsPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -91,28 +122,35 @@ func TestDoStatementsPostgres(t *testing.T) {
 		policy Policy
 		first  int // statements of a first execution, the handler's 3 included
 		replay int
+		// round trips of a first execution and of a replay
+		firstTrips, replayTrips int
 	}{
 		// By default the claim is the first statement after BEGIN, and
 		// reads the committed key too: 5 statements and one commit for a
 		// first execution (the handler's 3, the claim, storing the
-		// answer), 3 for a replay (BEGIN, the claim, ROLLBACK).
-		{"k", Policy{}, 5, 3},
+		// answer), 3 for a replay (BEGIN, the claim, ROLLBACK). The
+		// claim is sent with BEGIN, and the answer with COMMIT: a first
+		// execution makes the handler's 3 round trips, a replay 2.
+		{"k", Policy{}, 5, 3, 3, 2},
 		// ReadFirst reads the key before the transaction: a replay is
 		// that one read, a first execution one statement more.
-		{"k-read-first", Policy{ReadFirst: true}, 6, 1},
+		{"k-read-first", Policy{ReadFirst: true}, 6, 1, 4, 1},
 	} {
 		var runs counter
 		for _, want := range []struct {
-			what string
-			max  int
-		}{{"first execution", c.first}, {"replay", c.replay}} {
+			what       string
+			max, trips int
+		}{{"first execution", c.first, c.firstTrips}, {"replay", c.replay, c.replayTrips}} {
 			resp, _, err := e.store.Do(ctx, "s", c.key, "fp", c.policy, createOrder(&runs, "o-"+c.key, 201))
 			if err != nil || resp.Status != 201 {
 				t.Fatalf("%s %s: %+v, %v", c.key, want.what, resp, err)
 			}
-			got := log.take()
+			got, trips := log.takeTrips()
 			if len(got) > want.max {
 				t.Errorf("%s %s: %d statements, want at most %d:\n  %s", c.key, want.what, len(got), want.max, strings.Join(got, "\n  "))
+			}
+			if trips > want.trips {
+				t.Errorf("%s %s: %d round trips, want at most %d:\n  %s", c.key, want.what, trips, want.trips, strings.Join(got, "\n  "))
 			}
 			if commits := countPrefix(got, "commit"); want.what == "first execution" && commits != 1 {
 				t.Errorf("%s %s: %d commits, want 1:\n  %s", c.key, want.what, commits, strings.Join(got, "\n  "))

@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/bouncertest"
 	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/internal/sqldialect"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/sqlite"
+	"github.com/jackc/pgx/v5"
 )
 
 // The crash tests re-run this test binary as the server that dies: these
@@ -94,18 +96,30 @@ func stores(t *testing.T, f func(t *testing.T, e env)) {
 		e.businessTables(t)
 		f(t, e)
 	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		dsn := pgtest.DSN(t)
+	postgresEnv := func(t *testing.T, name, dsn string) {
 		db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(db.Close)
-		e := env{name: "postgres", dialect: Postgres, db: db.SQL(), schema: db.Schema(), dsn: dsn}
+		e := env{name: name, dialect: Postgres, db: db.SQL(), schema: db.Schema(), dsn: dsn}
 		e.store = e.server()
 		e.businessTables(t)
 		f(t, e)
+	}
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		postgresEnv(t, "postgres", pgtest.DSN(t))
+	})
+	// Through a PgBouncer in transaction mode: Do's claim sent with BEGIN
+	// and its answer with COMMIT rely on no session state either.
+	t.Run("pgbouncer", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := pgx.ParseConfig(pgtest.DSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		postgresEnv(t, "pgbouncer", bouncertest.DSN(t, cfg.Database))
 	})
 }
 

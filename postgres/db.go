@@ -28,7 +28,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 //go:embed sql
@@ -254,7 +253,7 @@ func (db *DB) Close() {
 // connections of its own: each borrows one from the pool, so MaxConns still
 // bounds the process.
 func (db *DB) SQL() *sql.DB {
-	db.sqlOnce.Do(func() { db.sqlDB = stdlib.OpenDBFromPool(db.pool) })
+	db.sqlOnce.Do(func() { db.sqlDB = OpenSQL(db.pool) })
 	return db.sqlDB
 }
 

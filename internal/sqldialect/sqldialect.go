@@ -190,3 +190,23 @@ func SQLState(err error) string {
 	}
 	return ""
 }
+
+// Pipeliner is what the driver connections of postgres.DB.SQL offer (reach
+// one with sql.Conn.Raw): a transaction whose first and last statements are
+// sent with its BEGIN and its COMMIT, each pair in one round trip, so that
+// statements a caller adds around a handler's transaction cost no round
+// trips of their own. A handle from another driver has none, and its
+// callers send the statements one by one.
+type Pipeliner interface {
+	// BeginQueryRow begins a transaction and runs query in the same round
+	// trip, scanning its one row into dest. When it succeeds, the
+	// connection's next BeginTx (with default options) gives that
+	// transaction without sending anything; when it fails, the
+	// transaction has been rolled back.
+	BeginQueryRow(ctx context.Context, query string, args []any, dest ...any) error
+	// CommitWith makes the open transaction's Commit send query in the
+	// same round trip, just before COMMIT, whose result it then is: when
+	// query fails, the transaction rolls back and Commit returns query's
+	// error. A Rollback forgets it.
+	CommitWith(query string, args ...any)
+}

@@ -1,0 +1,162 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"time"
+
+	"github.com/batonhq/baton/internal/sqldialect"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// OpenSQL gives pool as a database/sql handle, as DB.SQL does: each of its
+// connections is borrowed from pool (so the pool's MaxConns bounds both),
+// and is pgx's own driver connection with one thing more, the round trips
+// of sqldialect.Pipeliner, which package idempotency uses to claim a key
+// with BEGIN and store the answer with COMMIT.
+//
+// A caller of sql.Conn.Raw gets a *SQLConn, whose field Conn is pgx's
+// *stdlib.Conn (and Conn.Conn() the *pgx.Conn).
+func OpenSQL(pool *pgxpool.Pool) *sql.DB {
+	db := sql.OpenDB(connector{stdlib.GetPoolConnector(pool)})
+	db.SetMaxIdleConns(0) // idle connections go back to pool, as stdlib.OpenDBFromPool does
+	return db
+}
+
+type connector struct{ driver.Connector }
+
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
+	dc, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &SQLConn{Conn: dc.(*stdlib.Conn)}, nil
+}
+
+// SQLConn is the driver connection of OpenSQL's handles: pgx's, which it
+// embeds, and sqldialect.Pipeliner.
+type SQLConn struct {
+	*stdlib.Conn
+	begun      bool       // BeginQueryRow began a transaction: the next BeginTx is it
+	commitWith *pgx.Batch // what the open transaction's Commit sends before COMMIT
+}
+
+var _ sqldialect.Pipeliner = (*SQLConn)(nil)
+
+// BeginQueryRow implements sqldialect.Pipeliner.
+func (c *SQLConn) BeginQueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+	if c.begun {
+		return errors.New("postgres: BeginQueryRow: a transaction it began is still open")
+	}
+	pg := c.Conn.Conn()
+	if pg.IsClosed() {
+		return driver.ErrBadConn
+	}
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(query, args...)
+	br := pg.SendBatch(ctx, b)
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		c.endFailed(ctx)
+		return err
+	}
+	c.begun = true
+	return nil
+}
+
+// CommitWith implements sqldialect.Pipeliner.
+func (c *SQLConn) CommitWith(query string, args ...any) {
+	c.commitWith = &pgx.Batch{}
+	c.commitWith.Queue(query, args...)
+}
+
+// BeginTx gives the transaction BeginQueryRow began, or begins one as pgx's
+// connection does.
+func (c *SQLConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if !c.begun {
+		return c.Conn.BeginTx(ctx, opts)
+	}
+	c.begun = false
+	if opts != (driver.TxOptions{}) {
+		c.endFailed(ctx)
+		return nil, errors.New("postgres: BeginQueryRow began a transaction with the default options, and BeginTx asked for others")
+	}
+	return &pipelinedTx{c: c, ctx: ctx}, nil
+}
+
+// endFailed rolls back whatever transaction a failed statement left open,
+// or closes the connection (which the pool then drops) when it cannot.
+func (c *SQLConn) endFailed(ctx context.Context) {
+	c.begun, c.commitWith = false, nil
+	pg := c.Conn.Conn()
+	if pg.IsClosed() || pg.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := pg.Exec(ctx, "rollback"); err != nil {
+		pg.Close(ctx)
+	}
+}
+
+// pipelinedTx is a transaction begun by BeginQueryRow.
+type pipelinedTx struct {
+	c   *SQLConn
+	ctx context.Context
+}
+
+func (t *pipelinedTx) Commit() error {
+	pg := t.c.Conn.Conn()
+	b := t.c.commitWith
+	t.c.commitWith = nil
+	if b == nil {
+		b = &pgx.Batch{}
+	}
+	b.Queue("commit")
+	br := pg.SendBatch(t.ctx, b)
+	var err error
+	for range b.Len() - 1 {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag interface{ String() string }
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.c.endFailed(t.ctx)
+		return err
+	}
+	if tag.String() == "ROLLBACK" { // the transaction had failed before
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+func (t *pipelinedTx) Rollback() error {
+	t.c.commitWith = nil
+	pg := t.c.Conn.Conn()
+	if pg.IsClosed() {
+		return driver.ErrBadConn
+	}
+	if _, err := pg.Exec(t.ctx, "rollback"); err != nil {
+		pg.Close(context.WithoutCancel(t.ctx)) // its state is unknown: the pool drops it
+		return err
+	}
+	return nil
+}

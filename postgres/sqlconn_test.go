@@ -1,0 +1,149 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/internal/sqldialect"
+	"github.com/batonhq/baton/postgres"
+)
+
+// pipeliner runs f with the Pipeliner of conn's driver connection.
+func pipeliner(t *testing.T, conn *sql.Conn, f func(p sqldialect.Pipeliner) error) error {
+	t.Helper()
+	return conn.Raw(func(dc any) error {
+		p, ok := dc.(sqldialect.Pipeliner)
+		if !ok {
+			t.Fatalf("DB.SQL()'s driver connection is a %T, not a sqldialect.Pipeliner", dc)
+		}
+		return f(p)
+	})
+}
+
+// The transaction's ends go with its first and last statements: what
+// BeginQueryRow began is the next BeginTx's, CommitWith's statement
+// commits with it or not at all, and a failure leaves no transaction open
+// on the connection, which then works as any other.
+func TestSQLConnPipelines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t, pgtest.DSN(t)).SQL()
+	if _, err := db.ExecContext(ctx, "create table t (v int primary key)"); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (n int) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, "select count(*) from t").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	inTx := func() (in bool) {
+		t.Helper()
+		conn.Raw(func(dc any) error {
+			in = dc.(*postgres.SQLConn).Conn.Conn().PgConn().TxStatus() != 'I'
+			return nil
+		})
+		return in
+	}
+
+	// Begun with the first statement, committed with the last.
+	var v int
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{1}, &v)
+	}); err != nil || v != 1 {
+		t.Fatalf("BeginQueryRow: %d, %v", v, err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "insert into t values (2)"); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("%d rows seen before the commit, want 0: BeginQueryRow did not begin a transaction", n)
+	}
+	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 3); return nil })
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 {
+		t.Fatalf("%d rows after the commit, want 3", n)
+	}
+
+	// CommitWith's statement fails: nothing commits.
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{4}, &v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = conn.BeginTx(ctx, nil)
+	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 1); return nil })
+	if err := tx.Commit(); sqldialect.SQLState(err) != "23505" {
+		t.Fatalf("commit after a failing statement: %v, want its unique violation", err)
+	}
+	if n := count(); n != 3 || inTx() {
+		t.Fatalf("%d rows, in a transaction %v; want 3 and none", n, inTx())
+	}
+
+	// BeginQueryRow's statement fails: no transaction is left open, and
+	// the next BeginTx begins its own.
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{1}, &v)
+	}); sqldialect.SQLState(err) != "23505" {
+		t.Fatalf("BeginQueryRow of a failing statement: %v", err)
+	}
+	if inTx() {
+		t.Fatal("a failed BeginQueryRow left its transaction open")
+	}
+	tx, err = conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "insert into t values (5)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 || inTx() {
+		t.Fatalf("%d rows after a rollback, want 3", n)
+	}
+
+	// Rolled back: CommitWith's statement is forgotten with it.
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{6}, &v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ = conn.BeginTx(ctx, nil)
+	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 7); return nil })
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 3 || inTx() {
+		t.Fatalf("%d rows after a rollback, want 3", n)
+	}
+
+	// Asked for other options than the transaction began with: refused,
+	// and rolled back.
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{8}, &v)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable}); err == nil {
+		t.Fatal("BeginTx with other options took the transaction BeginQueryRow began")
+	}
+	if n := count(); n != 3 || inTx() {
+		t.Fatalf("%d rows after a refused BeginTx, want 3", n)
+	}
+}
