@@ -142,6 +142,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		if r == nil { // deleted (pruned) in between: the caller may retry
 			return Response{}, false, ErrInFlight
 		}
+		tx.closeLater() // it only read: the answer need not wait for the rollback
 		return judge(r, fingerprint)
 	}
 	// fn's events (package outbox) take their keys from this one's.
@@ -402,6 +403,20 @@ func (k *keyTx) commitWith(query string, args ...any) error {
 		return nil
 	})
 	return k.Commit()
+}
+
+// closeLater is close on a goroutine of its own, for a transaction that
+// only read when pipelined (a replay's): its caller has the answer and
+// need not wait for the rollback's round trip; the connection goes back to
+// the pool once the rollback is done. Otherwise it is close.
+func (k *keyTx) closeLater() {
+	if k.conn == nil {
+		k.close()
+		return
+	}
+	later := *k
+	k.Tx, k.conn = nil, nil // the deferred close does nothing
+	go later.close()
 }
 
 // close rolls back what was not committed and gives back the connection.

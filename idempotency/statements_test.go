@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -22,13 +23,19 @@ type statementLog struct {
 	mu    sync.Mutex
 	sql   []string
 	trips int
+	// rollbacks, when set, holds each ROLLBACK until it is closed.
+	rollbacks chan struct{}
 }
 
 func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	l.sql = append(l.sql, strings.Join(strings.Fields(d.SQL), " "))
 	l.trips++
+	hold := l.rollbacks
+	l.mu.Unlock()
+	if hold != nil && d.SQL == "rollback" {
+		<-hold
+	}
 	return ctx
 }
 
@@ -46,6 +53,19 @@ func (l *statementLog) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.T
 
 func (l *statementLog) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (l *statementLog) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// settle waits until db has no connection in use: a replay's rollback,
+// which Do leaves to a goroutine, is done.
+func settle(t *testing.T, db *sql.DB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for db.Stats().InUse > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still in use after 10 s", db.Stats().InUse)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // take returns the statements logged since the last take.
 func (l *statementLog) take() []string {
@@ -145,6 +165,7 @@ func TestDoStatementsPostgres(t *testing.T) {
 			if err != nil || resp.Status != 201 {
 				t.Fatalf("%s %s: %+v, %v", c.key, want.what, resp, err)
 			}
+			settle(t, traced)
 			got, trips := log.takeTrips()
 			if len(got) > want.max {
 				t.Errorf("%s %s: %d statements, want at most %d:\n  %s", c.key, want.what, len(got), want.max, strings.Join(got, "\n  "))
@@ -215,5 +236,49 @@ func TestReplayDoesNotWaitForTheClaimLock(t *testing.T) {
 	}
 	if runs.n() != 1 {
 		t.Errorf("the handler ran %d times, want 1", runs.n())
+	}
+}
+
+// A replay is answered once its claim has read the key's record: the
+// rollback of its transaction, which only read, goes on after Do returns,
+// and the connection goes back to the pool when it is done.
+func TestReplayDoesNotWaitForItsRollback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, log := tracedPostgres(t)
+	var runs counter
+	first, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	log.mu.Lock()
+	log.rollbacks = hold
+	log.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		again, replayed, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201))
+		if err == nil && (!replayed || again.Status != first.Status) {
+			err = fmt.Errorf("replay: %+v, replayed %v", again, replayed)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the replay waited for its rollback")
+	}
+	if n := e.db.Stats().InUse; n != 1 {
+		t.Errorf("%d connections in use while the rollback is held, want 1 (the replay's)", n)
+	}
+	close(hold)
+	settle(t, e.db)
+	var open int
+	if err := e.db.QueryRowContext(ctx, "select count(*) from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'").Scan(&open); err != nil || open != 0 {
+		t.Errorf("%d transactions left open after the rollback (%v), want 0", open, err)
 	}
 }

@@ -148,14 +148,20 @@ func (t *pipelinedTx) Commit() error {
 	return nil
 }
 
+// Rollback rolls back even when the transaction's context has ended (as
+// database/sql's own rollback of such a transaction is), so that the
+// connection stays fit for the pool; within 5 s, or the connection is
+// closed.
 func (t *pipelinedTx) Rollback() error {
 	t.c.commitWith = nil
 	pg := t.c.Conn.Conn()
 	if pg.IsClosed() {
 		return driver.ErrBadConn
 	}
-	if _, err := pg.Exec(t.ctx, "rollback"); err != nil {
-		pg.Close(context.WithoutCancel(t.ctx)) // its state is unknown: the pool drops it
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 5*time.Second)
+	defer cancel()
+	if _, err := pg.Exec(ctx, "rollback"); err != nil {
+		pg.Close(ctx) // its state is unknown: the pool drops it
 		return err
 	}
 	return nil
