@@ -21,9 +21,17 @@
 // On PostgreSQL the claim is the transaction's first statement, and it reads
 // the committed row too: a first execution adds two statements to the
 // handler's (the claim, and storing the response) and commits once; a
-// replay is BEGIN, the claim and ROLLBACK, and takes no lock. With
-// Policy.ReadFirst the row is read before the transaction instead: a
-// replay is that one read, a first execution one statement more.
+// replay is BEGIN, the claim and ROLLBACK, and takes no lock. Through the
+// database/sql handle of postgres.DB.SQL (postgres.OpenSQL), the claim is
+// sent with BEGIN in one round trip and the response with COMMIT in
+// another (sqldialect.Pipeliner), so a first execution makes no round trip
+// beyond the handler's own transaction; a replay answers after one, and
+// its ROLLBACK follows on a goroutine before the connection goes back to
+// the pool. The statement that stores the response fails unless it
+// stored it, so COMMIT never runs without it. With Policy.ReadFirst the
+// row is read before the transaction instead: a replay is that one read,
+// a first execution one statement (and round trip) more. Another driver's
+// handle works too, one round trip per statement.
 //
 // While the first call is uncommitted, a second call's insert waits for it:
 //
