@@ -100,8 +100,9 @@ func validKey(key string) error {
 // execution that read more. Through the handle of postgres.DB.SQL (or
 // postgres.OpenSQL), the claim is sent with BEGIN and the response with
 // COMMIT, so a first execution makes the round trips of fn's transaction
-// alone (three for one insert), and a replay two. On SQLite the read
-// always comes first, so that a replay does not wait for the writer.
+// alone (three for one insert), and a replay is answered after one (its
+// ROLLBACK follows on a goroutine). On SQLite the read always comes first,
+// so that a replay does not wait for the writer.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
 	if err := validKey(key); err != nil {
 		return Response{}, false, err
