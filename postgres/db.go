@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/sqldialect"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -282,7 +283,7 @@ func loadSQL(schema string) (map[string]string, error) {
 		name := strings.TrimSuffix(strings.TrimPrefix(path, "sql/"), ".sql")
 		q := string(b)
 		if !strings.Contains(name, "/") { // a statement, not a migration or a repeatable step
-			q = withoutCommentLines(q)
+			q = sqldialect.WithoutCommentLines(q)
 		}
 		out[name] = spliceSchema(q, schema)
 		return nil
@@ -291,21 +292,6 @@ func loadSQL(schema string) (map[string]string, error) {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "loading embedded SQL")
 	}
 	return out, nil
-}
-
-// withoutCommentLines drops the lines of q that are only a comment: they
-// are for readers of the file. The server keeps the first 1,024 bytes of a
-// statement for pg_stat_activity (track_activity_query_size), which should
-// show the statement, not the start of its explanation.
-func withoutCommentLines(q string) string {
-	lines := strings.Split(q, "\n")
-	kept := lines[:0]
-	for _, l := range lines {
-		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-			kept = append(kept, l)
-		}
-	}
-	return strings.Join(kept, "\n")
 }
 
 // spliceSchema puts the quoted schema in place of @schema@.

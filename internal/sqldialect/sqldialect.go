@@ -76,7 +76,8 @@ func Render(q string, d Dialect, schema string) string {
 }
 
 // Load renders every .sql file below dir of files, by name relative to dir
-// without the extension ("claim_jobs", "postgres/lock_key").
+// without the extension ("claim_jobs", "postgres/lock_key"), without the
+// lines that are only a comment (WithoutCommentLines).
 func Load(files fs.FS, dir string, d Dialect, schema string) (map[string]string, error) {
 	out := map[string]string{}
 	err := fs.WalkDir(files, dir, func(path string, e fs.DirEntry, err error) error {
@@ -87,10 +88,25 @@ func Load(files fs.FS, dir string, d Dialect, schema string) (map[string]string,
 		if err != nil {
 			return err
 		}
-		out[strings.TrimSuffix(strings.TrimPrefix(path, dir+"/"), ".sql")] = Render(string(b), d, schema)
+		out[strings.TrimSuffix(strings.TrimPrefix(path, dir+"/"), ".sql")] = Render(WithoutCommentLines(string(b)), d, schema)
 		return nil
 	})
 	return out, err
+}
+
+// WithoutCommentLines drops the lines of q that are only a comment: they
+// are for readers of the file. The server keeps the first 1,024 bytes of a
+// statement for pg_stat_activity (track_activity_query_size), which should
+// show the statement, not the start of its explanation.
+func WithoutCommentLines(q string) string {
+	lines := strings.Split(q, "\n")
+	kept := lines[:0]
+	for _, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "\n")
 }
 
 // Param converts an instant to d's parameter: a time for PostgreSQL,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -93,5 +94,19 @@ func TestTranslate(t *testing.T) {
 	}
 	if Translate(nil, SQLite, "x") != nil || Translate(own, SQLite, "x") != own {
 		t.Error("nil or a baton error did not pass unchanged")
+	}
+}
+
+// Load drops the lines that are only a comment: they are for readers of
+// the file, and the server keeps only the first 1,024 bytes of a statement
+// for pg_stat_activity, which should show the statement.
+func TestLoadDropsCommentLines(t *testing.T) {
+	files := fstest.MapFS{"sql/q.sql": {Data: []byte("-- What q does,\n  -- at length.\nselect 1 -- one\nfrom @schema@.t\n")}}
+	got, err := Load(files, "sql", Postgres, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "select 1 -- one\nfrom s.t\n"; got["q"] != want {
+		t.Errorf("loaded %q, want %q", got["q"], want)
 	}
 }
