@@ -54,11 +54,27 @@ func TestSQLConnPipelines(t *testing.T) {
 		return in
 	}
 
-	// Begun with the first statement, committed with the last.
+	// begin begins a transaction on conn with the insert of v.
 	var v int
-	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{1}, &v)
-	}); err != nil || v != 1 {
+	begin := func(val int) error {
+		return pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
+			return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{val}, &v)
+		})
+	}
+	// unchanged checks that nothing more committed (3 rows) and that no
+	// transaction is left open.
+	unchanged := func(after string) {
+		t.Helper()
+		if n, open := count(), inTx(); n != 3 || open {
+			t.Fatalf("after %s: %d rows, a transaction open %v; want 3 and none", after, n, open)
+		}
+	}
+	commitWith := func(query string, args ...any) {
+		pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith(query, args...); return nil })
+	}
+
+	// Begun with the first statement, committed with the last.
+	if err := begin(1); err != nil || v != 1 {
 		t.Fatalf("BeginQueryRow: %d, %v", v, err)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
@@ -71,7 +87,7 @@ func TestSQLConnPipelines(t *testing.T) {
 	if n := count(); n != 0 {
 		t.Fatalf("%d rows seen before the commit, want 0: BeginQueryRow did not begin a transaction", n)
 	}
-	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 3); return nil })
+	commitWith("insert into t values ($1)", 3)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,25 +96,19 @@ func TestSQLConnPipelines(t *testing.T) {
 	}
 
 	// CommitWith's statement fails: nothing commits.
-	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{4}, &v)
-	}); err != nil {
+	if err := begin(4); err != nil {
 		t.Fatal(err)
 	}
 	tx, _ = conn.BeginTx(ctx, nil)
-	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 1); return nil })
+	commitWith("insert into t values ($1)", 1)
 	if err := tx.Commit(); sqldialect.SQLState(err) != "23505" {
 		t.Fatalf("commit after a failing statement: %v, want its unique violation", err)
 	}
-	if n := count(); n != 3 || inTx() {
-		t.Fatalf("%d rows, in a transaction %v; want 3 and none", n, inTx())
-	}
+	unchanged("a statement sent with COMMIT failed")
 
 	// BeginQueryRow's statement fails: no transaction is left open, and
 	// the next BeginTx begins its own.
-	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{1}, &v)
-	}); sqldialect.SQLState(err) != "23505" {
+	if err := begin(1); sqldialect.SQLState(err) != "23505" {
 		t.Fatalf("BeginQueryRow of a failing statement: %v", err)
 	}
 	if inTx() {
@@ -114,36 +124,26 @@ func TestSQLConnPipelines(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 3 || inTx() {
-		t.Fatalf("%d rows after a rollback, want 3", n)
-	}
+	unchanged("a rollback")
 
 	// Rolled back: CommitWith's statement is forgotten with it.
-	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{6}, &v)
-	}); err != nil {
+	if err := begin(6); err != nil {
 		t.Fatal(err)
 	}
 	tx, _ = conn.BeginTx(ctx, nil)
-	pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith("insert into t values ($1)", 7); return nil })
+	commitWith("insert into t values ($1)", 7)
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if n := count(); n != 3 || inTx() {
-		t.Fatalf("%d rows after a rollback, want 3", n)
-	}
+	unchanged("a rollback with CommitWith")
 
 	// Asked for other options than the transaction began with: refused,
 	// and rolled back.
-	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-		return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{8}, &v)
-	}); err != nil {
+	if err := begin(8); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable}); err == nil {
 		t.Fatal("BeginTx with other options took the transaction BeginQueryRow began")
 	}
-	if n := count(); n != 3 || inTx() {
-		t.Fatalf("%d rows after a refused BeginTx, want 3", n)
-	}
+	unchanged("a refused BeginTx")
 }
