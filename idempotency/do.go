@@ -399,10 +399,12 @@ func (k *keyTx) first(ctx context.Context, query string, args []any, dest ...any
 // commitWith commits, sending query with COMMIT in one round trip; the
 // commit happens only if query succeeds. Pipelined only.
 func (k *keyTx) commitWith(query string, args ...any) error {
-	k.conn.Raw(func(dc any) error {
-		dc.(sqldialect.Pipeliner).CommitWith(query, args...)
-		return nil
+	err := k.conn.Raw(func(dc any) error {
+		return dc.(sqldialect.Pipeliner).CommitWith(query, args...)
 	})
+	if err != nil {
+		return err
+	}
 	return k.Commit()
 }
 

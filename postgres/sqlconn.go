@@ -41,8 +41,9 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 // embeds, and sqldialect.Pipeliner.
 type SQLConn struct {
 	*stdlib.Conn
-	begun      bool       // BeginQueryRow began a transaction: the next BeginTx is it
-	commitWith *pgx.Batch // what the open transaction's Commit sends before COMMIT
+	begun      bool         // BeginQueryRow began a transaction: the next BeginTx is it
+	open       *pipelinedTx // that transaction, once BeginTx gave it, until it ends
+	commitWith *pgx.Batch   // what open's Commit sends before COMMIT
 }
 
 var _ sqldialect.Pipeliner = (*SQLConn)(nil)
@@ -76,9 +77,13 @@ func (c *SQLConn) BeginQueryRow(ctx context.Context, query string, args []any, d
 }
 
 // CommitWith implements sqldialect.Pipeliner.
-func (c *SQLConn) CommitWith(query string, args ...any) {
+func (c *SQLConn) CommitWith(query string, args ...any) error {
+	if c.open == nil {
+		return errors.New("postgres: CommitWith: no transaction that BeginQueryRow began is open on the connection")
+	}
 	c.commitWith = &pgx.Batch{}
 	c.commitWith.Queue(query, args...)
+	return nil
 }
 
 // BeginTx gives the transaction BeginQueryRow began, or begins one as pgx's
@@ -92,13 +97,14 @@ func (c *SQLConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx
 		c.endFailed(ctx)
 		return nil, errors.New("postgres: BeginQueryRow began a transaction with the default options, and BeginTx asked for others")
 	}
-	return &pipelinedTx{c: c, ctx: ctx}, nil
+	c.open = &pipelinedTx{c: c, ctx: ctx}
+	return c.open, nil
 }
 
 // endFailed rolls back whatever transaction a failed statement left open,
 // or closes the connection (which the pool then drops) when it cannot.
 func (c *SQLConn) endFailed(ctx context.Context) {
-	c.begun, c.commitWith = false, nil
+	c.begun, c.open, c.commitWith = false, nil, nil
 	pg := c.Conn.Conn()
 	if pg.IsClosed() || pg.PgConn().TxStatus() == 'I' {
 		return
@@ -119,7 +125,7 @@ type pipelinedTx struct {
 func (t *pipelinedTx) Commit() error {
 	pg := t.c.Conn.Conn()
 	b := t.c.commitWith
-	t.c.commitWith = nil
+	t.c.open, t.c.commitWith = nil, nil
 	if b == nil {
 		b = &pgx.Batch{}
 	}
@@ -153,7 +159,7 @@ func (t *pipelinedTx) Commit() error {
 // connection stays fit for the pool; within 5 s, or the connection is
 // closed.
 func (t *pipelinedTx) Rollback() error {
-	t.c.commitWith = nil
+	t.c.open, t.c.commitWith = nil, nil
 	pg := t.c.Conn.Conn()
 	if pg.IsClosed() {
 		return driver.ErrBadConn

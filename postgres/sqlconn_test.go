@@ -70,7 +70,10 @@ func TestSQLConnPipelines(t *testing.T) {
 		}
 	}
 	commitWith := func(query string, args ...any) {
-		pipeliner(t, conn, func(p sqldialect.Pipeliner) error { p.CommitWith(query, args...); return nil })
+		t.Helper()
+		if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error { return p.CommitWith(query, args...) }); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Begun with the first statement, committed with the last.
@@ -136,6 +139,20 @@ func TestSQLConnPipelines(t *testing.T) {
 		t.Fatal(err)
 	}
 	unchanged("a rollback with CommitWith")
+
+	// CommitWith outside a transaction BeginQueryRow began is refused:
+	// its statement would otherwise wait for some later commit.
+	tx, err = conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeliner(t, conn, func(p sqldialect.Pipeliner) error { return p.CommitWith("insert into t values (9)") }); err == nil {
+		t.Error("CommitWith in a transaction that BeginTx began was taken")
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	unchanged("a refused CommitWith")
 
 	// Asked for other options than the transaction began with: refused,
 	// and rolled back.

@@ -223,6 +223,7 @@ type Pipeliner interface {
 	// CommitWith makes the open transaction's Commit send query in the
 	// same round trip, just before COMMIT, whose result it then is: when
 	// query fails, the transaction rolls back and Commit returns query's
-	// error. A Rollback forgets it.
-	CommitWith(query string, args ...any)
+	// error. A Rollback forgets it. It is an error unless the open
+	// transaction is one that BeginQueryRow began.
+	CommitWith(query string, args ...any) error
 }
