@@ -334,7 +334,7 @@ func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key str
 	if err != nil {
 		return err
 	}
-	err = tx.commitWith(s.query("postgres/complete_key_or_fail"), args...)
+	err = tx.commitWith(s.query("complete_key_or_fail"), args...)
 	if sqldialect.SQLState(err) == sqlStateDivisionByZero { // it stored nothing
 		return fenced(scope, key, 0, PointStarted)
 	}
@@ -357,17 +357,22 @@ type keyTx struct {
 // openKeyTx begins Do's transaction, or takes the connection that will
 // (IMMEDIATE on SQLite: it waits for the writer).
 func (s *Store) openKeyTx(ctx context.Context) (*keyTx, error) {
-	if s.dialect == Postgres {
+	if s.dialect == Postgres && s.pipelines.Load() != 2 {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return nil, s.translate(err, "taking a connection")
 		}
-		pipelined := false
-		conn.Raw(func(dc any) error {
-			_, pipelined = dc.(sqldialect.Pipeliner)
-			return nil
-		})
-		if pipelined {
+		if s.pipelines.Load() == 0 {
+			answer := int32(2)
+			conn.Raw(func(dc any) error {
+				if _, ok := dc.(sqldialect.Pipeliner); ok {
+					answer = 1
+				}
+				return nil
+			})
+			s.pipelines.Store(answer)
+		}
+		if s.pipelines.Load() == 1 {
 			return &keyTx{conn: conn}, nil
 		}
 		conn.Close()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -73,6 +74,10 @@ type Store struct {
 	dialect Dialect
 	schema  string
 	q       map[string]string
+	// pipelines: whether db's connections are sqldialect.Pipeliners (0
+	// until the first Do looks; then 1 yes, 2 no). One handle's
+	// connections all come from one driver.
+	pipelines atomic.Int32
 
 	// pauseBeforeStep, when set (by tests), runs before each step's
 	// transaction begins, after any renewal: where a GC pause or a
@@ -93,6 +98,11 @@ func NewStore(db *sql.DB, d Dialect, schema string) *Store {
 	if err != nil { // compiled in: cannot fail at run time
 		panic("idempotency: loading embedded SQL: " + err.Error())
 	}
+	// Do's answer, sent with its COMMIT in one round trip when the handle
+	// pipelines: complete_key, made to fail (division by zero, 22012)
+	// unless it stored the answer, since the COMMIT then runs only if it
+	// succeeds (the other callers check the rows it updated).
+	q["complete_key_or_fail"] = "with completed as (" + q["complete_key"] + " returning 1) select 1 / count(*) from completed"
 	s := &Store{db: db, dialect: d, schema: schema, q: q}
 	return s
 }

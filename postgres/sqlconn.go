@@ -9,6 +9,7 @@ import (
 
 	"github.com/batonhq/baton/internal/sqldialect"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -101,19 +102,32 @@ func (c *SQLConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx
 	return c.open, nil
 }
 
-// endFailed rolls back whatever transaction a failed statement left open,
-// or closes the connection (which the pool then drops) when it cannot.
+// endFailed rolls back whatever transaction a failed statement left open.
 func (c *SQLConn) endFailed(ctx context.Context) {
+	if pg := c.Conn.Conn(); !pg.IsClosed() && pg.PgConn().TxStatus() != 'I' {
+		c.rollback(ctx)
+		return
+	}
+	c.begun, c.open, c.commitWith = false, nil, nil
+}
+
+// rollback ends the connection's transaction, even when ctx has ended (as
+// database/sql's own rollback of a transaction whose context ended is), so
+// that the connection stays fit for the pool; within 5 s, or it closes the
+// connection, which the pool then drops.
+func (c *SQLConn) rollback(ctx context.Context) error {
 	c.begun, c.open, c.commitWith = false, nil, nil
 	pg := c.Conn.Conn()
-	if pg.IsClosed() || pg.PgConn().TxStatus() == 'I' {
-		return
+	if pg.IsClosed() {
+		return driver.ErrBadConn
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if _, err := pg.Exec(ctx, "rollback"); err != nil {
-		pg.Close(ctx)
+		pg.Close(ctx) // its state is unknown
+		return err
 	}
+	return nil
 }
 
 // pipelinedTx is a transaction begun by BeginQueryRow.
@@ -137,7 +151,7 @@ func (t *pipelinedTx) Commit() error {
 			break
 		}
 	}
-	var tag interface{ String() string }
+	var tag pgconn.CommandTag
 	if err == nil {
 		tag, err = br.Exec()
 	}
@@ -154,21 +168,5 @@ func (t *pipelinedTx) Commit() error {
 	return nil
 }
 
-// Rollback rolls back even when the transaction's context has ended (as
-// database/sql's own rollback of such a transaction is), so that the
-// connection stays fit for the pool; within 5 s, or the connection is
-// closed.
-func (t *pipelinedTx) Rollback() error {
-	t.c.open, t.c.commitWith = nil, nil
-	pg := t.c.Conn.Conn()
-	if pg.IsClosed() {
-		return driver.ErrBadConn
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 5*time.Second)
-	defer cancel()
-	if _, err := pg.Exec(ctx, "rollback"); err != nil {
-		pg.Close(ctx) // its state is unknown: the pool drops it
-		return err
-	}
-	return nil
-}
+// Rollback rolls back even when the transaction's context has ended (rollback).
+func (t *pipelinedTx) Rollback() error { return t.c.rollback(t.ctx) }
