@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -31,41 +32,19 @@ func (l *Leaser) Info() baton.StoreInfo {
 // Acquire inserts the lease or takes over an expired one, bumping the token.
 // A held lease yields a busy Grant describing the holder.
 func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.Grant, error) {
-	if err := baton.ValidateJobName(req.Job); err != nil {
-		return baton.Grant{}, err
-	}
-	if req.TTL <= 0 {
-		return baton.Grant{}, baton.Invalid("ttl", "must be positive, got %s", req.TTL)
-	}
-	owner, err := uuid.Parse(req.Owner)
+	a, err := newAcquisitions([]baton.AcquireRequest{req})
 	if err != nil {
-		return baton.Grant{}, baton.Invalid("owner", "%q is not a UUID", req.Owner)
-	}
-	argv := req.Argv
-	if argv == nil {
-		argv = []string{}
-	}
-	var started *time.Time
-	if !req.StartedAt.IsZero() {
-		started = &req.StartedAt
+		return baton.Grant{}, err
 	}
 	// Between the conflicting insert and the read of the holder, the holder
 	// may release or expire; then the lease is free and we try again, a few
 	// times, rather than report busy for a lease nobody holds.
 	for attempt := 0; ; attempt++ {
-		var token *int64
-		var until, heldBack *time.Time
-		err := l.db.pool.QueryRow(ctx, l.db.query("lease_acquire"),
-			req.Job, pgtype.UUID{Bytes: owner, Valid: true}, req.TTL.Milliseconds(),
-			req.Host, req.PID, argv, started,
-		).Scan(&token, &until, &heldBack)
-		if err == nil && token != nil {
-			return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: *token, TTL: req.TTL, Until: *until}}, nil
-		}
-		if err == nil && heldBack != nil {
-			return baton.Grant{}, baton.Errorf(baton.EUNAVAILABLE,
-				"lease %s held back until %s: the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)",
-				req.Job, heldBack.UTC().Format(time.RFC3339Nano), req.TTL)
+		got, err := l.acquire(ctx, a)
+		if err == nil {
+			if r, ok := got[req.Job]; ok {
+				return r.grant(req)
+			}
 		}
 		if pgCode(err) == "23505" && attempt < 3 {
 			// Two first acquisitions of a job raced: ON CONFLICT resolves
@@ -75,7 +54,7 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			// by now: the retry finds its row, busy or expired.
 			continue
 		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil {
 			return baton.Grant{}, l.db.translate(err, "acquiring lease "+req.Job)
 		}
 		h, live, err := l.holder(ctx, req.Job)
@@ -86,6 +65,125 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			return baton.Grant{Holder: h}, nil
 		}
 	}
+}
+
+// AcquireAll is Acquire for many jobs in one statement, the very statement
+// of Acquire (lease_acquire.sql) over arrays, with the same tokens and the
+// same hold after a new epoch: a daemon starting many runs at once takes
+// their leases in one round trip. It returns one grant or error per
+// request, in order. Requests for a job named twice, for leases found held,
+// and every request of a batch the statement refused as a whole are made
+// again one by one with Acquire, which names the holder of a busy lease.
+func (l *Leaser) AcquireAll(ctx context.Context, reqs []baton.AcquireRequest) ([]baton.Grant, []error) {
+	grants, errs := make([]baton.Grant, len(reqs)), make([]error, len(reqs))
+	var batch []baton.AcquireRequest
+	var idx []int
+	seen := make(map[string]bool, len(reqs))
+	for i, r := range reqs {
+		if _, err := newAcquisitions([]baton.AcquireRequest{r}); err != nil {
+			errs[i] = err
+			continue
+		}
+		if !seen[r.Job] {
+			seen[r.Job] = true
+			batch, idx = append(batch, r), append(idx, i)
+		}
+	}
+	done := make([]bool, len(reqs))
+	if len(batch) > 1 {
+		a, _ := newAcquisitions(batch) // each was checked above
+		if got, err := l.acquire(ctx, a); err == nil {
+			for k, r := range batch {
+				if res, ok := got[r.Job]; ok {
+					grants[idx[k]], errs[idx[k]] = res.grant(r)
+					done[idx[k]] = true
+				}
+			}
+		}
+	}
+	for i, r := range reqs {
+		if !done[i] && errs[i] == nil {
+			grants[i], errs[i] = l.Acquire(ctx, r)
+		}
+	}
+	return grants, errs
+}
+
+// acquisitions are requests as the columns of lease_acquire.sql.
+type acquisitions struct {
+	jobs, hosts, argvs []string
+	owners             []pgtype.UUID
+	ttls               []int64
+	pids               []int32
+	started            []pgtype.Timestamptz
+}
+
+func newAcquisitions(reqs []baton.AcquireRequest) (acquisitions, error) {
+	var a acquisitions
+	for _, req := range reqs {
+		if err := baton.ValidateJobName(req.Job); err != nil {
+			return a, err
+		}
+		if req.TTL <= 0 {
+			return a, baton.Invalid("ttl", "must be positive, got %s", req.TTL)
+		}
+		owner, err := uuid.Parse(req.Owner)
+		if err != nil {
+			return a, baton.Invalid("owner", "%q is not a UUID", req.Owner)
+		}
+		argv := req.Argv
+		if argv == nil {
+			argv = []string{}
+		}
+		js, err := json.Marshal(argv)
+		if err != nil {
+			return a, baton.Invalid("argv", "%v", err)
+		}
+		a.jobs = append(a.jobs, req.Job)
+		a.owners = append(a.owners, pgtype.UUID{Bytes: owner, Valid: true})
+		a.ttls = append(a.ttls, req.TTL.Milliseconds())
+		a.hosts = append(a.hosts, req.Host)
+		a.pids = append(a.pids, int32(req.PID))
+		a.argvs = append(a.argvs, string(js))
+		a.started = append(a.started, pgtype.Timestamptz{Time: req.StartedAt, Valid: !req.StartedAt.IsZero()})
+	}
+	return a, nil
+}
+
+// acquired is one row of lease_acquire.sql: a token, or a hold.
+type acquired struct {
+	token           *int64
+	until, heldBack *time.Time
+}
+
+func (r acquired) grant(req baton.AcquireRequest) (baton.Grant, error) {
+	if r.token != nil {
+		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: *r.token, TTL: req.TTL, Until: *r.until}}, nil
+	}
+	return baton.Grant{}, baton.Errorf(baton.EUNAVAILABLE,
+		"lease %s held back until %s: the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)",
+		req.Job, r.heldBack.UTC().Format(time.RFC3339Nano), req.TTL)
+}
+
+// acquire runs lease_acquire.sql over a: the jobs granted or held back, by
+// job; a job whose lease is held is absent.
+func (l *Leaser) acquire(ctx context.Context, a acquisitions) (map[string]acquired, error) {
+	rows, err := l.db.pool.Query(ctx, l.db.query("lease_acquire"),
+		a.jobs, a.owners, a.ttls, a.hosts, a.pids, a.argvs, a.started)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	got := make(map[string]acquired, len(a.jobs))
+	for rows.Next() {
+		var job string
+		var r acquired
+		if err := rows.Scan(&job, &r.token, &r.until, &r.heldBack); err != nil {
+			return nil, err
+		}
+		got[job] = r
+	}
+	return got, rows.Err()
 }
 
 func (l *Leaser) holder(ctx context.Context, job string) (*baton.Holder, bool, error) {
@@ -131,20 +229,57 @@ func (l *Leaser) Renew(ctx context.Context, term *baton.Term) error {
 
 // Release ends the exact term now; the row and its token stay.
 func (l *Leaser) Release(ctx context.Context, term *baton.Term) error {
-	owner, err := uuid.Parse(term.Owner)
-	if err != nil {
-		return baton.Invalid("owner", "%q is not a UUID", term.Owner)
+	return l.ReleaseAll(ctx, []*baton.Term{term})[0]
+}
+
+// ReleaseAll is Release for many terms in one statement, the very statement
+// of Release (lease_release.sql) over arrays. It returns one error per term,
+// in order.
+func (l *Leaser) ReleaseAll(ctx context.Context, terms []*baton.Term) []error {
+	errs := make([]error, len(terms))
+	var jobs []string
+	var owners []pgtype.UUID
+	var tokens []int64
+	for i, term := range terms {
+		owner, err := uuid.Parse(term.Owner)
+		if err != nil {
+			errs[i] = baton.Invalid("owner", "%q is not a UUID", term.Owner)
+			continue
+		}
+		jobs, owners, tokens = append(jobs, term.Job), append(owners, pgtype.UUID{Bytes: owner, Valid: true}), append(tokens, term.Token)
 	}
-	var tag pgconn.CommandTag
-	tag, err = l.db.pool.Exec(ctx, l.db.query("lease_release"),
-		term.Job, pgtype.UUID{Bytes: owner, Valid: true}, term.Token)
-	if err != nil {
-		return l.db.translate(err, "releasing lease "+term.Job)
+	if len(jobs) == 0 {
+		return errs
 	}
-	if tag.RowsAffected() == 0 {
-		return baton.Errorf(baton.ELEASELOST, "lease of %s, token %d, had already expired or been taken over", term.Job, term.Token)
+	type key struct {
+		job   string
+		token int64
 	}
-	return nil
+	ended := map[key]bool{}
+	rows, err := l.db.pool.Query(ctx, l.db.query("lease_release"), jobs, owners, tokens)
+	if err == nil {
+		for rows.Next() {
+			var k key
+			if err = rows.Scan(&k.job, &k.token); err != nil {
+				break
+			}
+			ended[k] = true
+		}
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
+	}
+	for i, term := range terms {
+		switch {
+		case errs[i] != nil:
+		case err != nil:
+			errs[i] = l.db.translate(err, "releasing lease "+term.Job)
+		case !ended[key{term.Job, term.Token}]:
+			errs[i] = baton.Errorf(baton.ELEASELOST, "lease of %s, token %d, had already expired or been taken over", term.Job, term.Token)
+		}
+	}
+	return errs
 }
 
 // Revoke asks the exact term to end at its holder's next renewal.

@@ -230,8 +230,10 @@ func PgbenchScript(schema string, ttl time.Duration) (string, error) {
 `, schema, schema, schema)
 	job := "('bench-' || :client_id)"
 	owner := "('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid"
-	acquire := bind(q["lease_acquire"], job, owner, fmt.Sprint(ttl.Milliseconds()), "'pgbench'", "0", "'{}'::text[]", "null::timestamptz")
-	release := bind(q["lease_release"], job, owner, ":fencing_token")
+	// The statements take arrays (a batch of jobs): here a batch of one.
+	acquire := bind(q["lease_acquire"], "array["+job+"]", "array["+owner+"]", fmt.Sprintf("array[%d]", ttl.Milliseconds()),
+		"array['pgbench']", "array[0]", "array['[]']", "array[null::timestamptz]")
+	release := bind(q["lease_release"], "array["+job+"]", "array["+owner+"]", "array[:fencing_token]")
 	return head + "-- acquire (postgres/sql/lease_acquire.sql)\n" + oneLine(acquire) + "\n\\gset\n" +
 		"-- release (postgres/sql/lease_release.sql)\n" + oneLine(release) + ";\n", nil
 }

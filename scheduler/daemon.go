@@ -49,20 +49,32 @@ type Daemon struct {
 	// notifications ("": none).
 	NotifyLink string
 
-	mu       sync.Mutex
-	file     map[string]baton.Job // this daemon's job file, by name
-	versions map[string]string    // … and each job's version
-	pruned   string               // the last job pruned: pruning goes round the jobs a page at a time
-	drift    map[string]string    // drift last reported, by job
-	gated    map[string]string    // jobs above this daemon's feature level, as last reported
-	active   map[string][]*active // runs in progress, by job
-	slots    chan struct{}
-	wg       sync.WaitGroup
+	// Action, when set, replaces every run's command: it is called under
+	// the run's term, and its Ending is recorded as the attempt's. baton
+	// bench claims sets a no-op, to measure the daemon's own work on the
+	// real path (claims, leases, starts, outcomes) without processes.
+	Action func(j baton.Job, t baton.Tick, term *baton.Term) Ending
 
-	// held are the instants of the scheduled ticks this daemon has claimed
+	starts      *batcher[startCall, startAnswer]            // the runs' starts, recorded in batches
+	finishes    *batcher[finishCall, finishAnswer]          // … and their outcomes, with the release of their leases
+	leases      *batcher[baton.AcquireRequest, leaseAnswer] // … and their leases' acquisitions, when the Leaser batches
+	batchLeaser leaseBatcher
+	heldMu      sync.Mutex
+	held        map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
+	mu          sync.Mutex
+	file        map[string]baton.Job // this daemon's job file, by name
+	versions    map[string]string    // … and each job's version
+	pruned      string               // the last job pruned: pruning goes round the jobs a page at a time
+	drift       map[string]string    // drift last reported, by job
+	gated       map[string]string    // jobs above this daemon's feature level, as last reported
+	active      map[string][]*active // runs in progress, by job
+	slots       chan struct{}
+	wg          sync.WaitGroup
+
+	// pending are the instants of the scheduled ticks this daemon has claimed
 	// that have not yet taken their job's lease or ended, by job (see
-	// earlierHeld).
-	held map[string][]time.Time
+	// earlierPending).
+	pending map[string][]time.Time
 
 	afterTick func(baton.Tick) // a test's hook: called after each handled claim
 
@@ -90,46 +102,46 @@ func (d *Daemon) seeFleet(ctx context.Context) error {
 	return nil
 }
 
-// hold records claims as this daemon's until unhold: until each has taken
+// addPending records claims as this daemon's until dropPending: until each has taken
 // its job's lease, or ended (handle).
-func (d *Daemon) hold(claims []Claim) {
+func (d *Daemon) addPending(claims []Claim) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.held == nil {
-		d.held = map[string][]time.Time{}
+	if d.pending == nil {
+		d.pending = map[string][]time.Time{}
 	}
 	for _, c := range claims {
 		if c.Kind == baton.TickScheduled {
-			d.held[c.Tick.Job] = append(d.held[c.Tick.Job], c.At)
+			d.pending[c.Tick.Job] = append(d.pending[c.Tick.Job], c.At)
 		}
 	}
 }
 
-// unhold forgets a claim hold recorded.
-func (d *Daemon) unhold(c Claim) {
+// dropPending forgets a claim addPending recorded.
+func (d *Daemon) dropPending(c Claim) {
 	if c.Kind != baton.TickScheduled {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ats := d.held[c.Tick.Job]
+	ats := d.pending[c.Tick.Job]
 	if i := slices.IndexFunc(ats, c.At.Equal); i >= 0 {
 		ats = slices.Delete(ats, i, i+1)
 	}
 	if len(ats) == 0 {
-		delete(d.held, c.Tick.Job)
+		delete(d.pending, c.Tick.Job)
 	} else {
-		d.held[c.Tick.Job] = ats
+		d.pending[c.Tick.Job] = ats
 	}
 }
 
-// earlierHeld is the earliest scheduled tick of t's job, before t, that
+// earlierPending is the earliest scheduled tick of t's job, before t, that
 // this daemon holds and that has not yet taken the lease; zero if none.
-func (d *Daemon) earlierHeld(t baton.Tick) time.Time {
+func (d *Daemon) earlierPending(t baton.Tick) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var first time.Time
-	for _, at := range d.held[t.Job] {
+	for _, at := range d.pending[t.Job] {
 		if at.Before(t.At) && (first.IsZero() || at.Before(first)) {
 			first = at
 		}
@@ -164,7 +176,14 @@ func (d *Daemon) defaults() {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
 	if d.slots == nil {
+		d.starts = &batcher[startCall, startAnswer]{do: d.Store.startBatch}
+		d.finishes = &batcher[finishCall, finishAnswer]{do: d.finishBatch}
+		if lb, ok := d.Leaser.(leaseBatcher); ok {
+			d.batchLeaser = lb
+			d.leases = &batcher[baton.AcquireRequest, leaseAnswer]{do: d.acquireBatch}
+		}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
+		d.held = map[string]*heldTick{}
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
 		d.gated = map[string]string{}
@@ -468,18 +487,54 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 }
 
 // start handles claims, one after the other, in a goroutine of their own.
+// Each claim is held (its claim renewed) until its handling returns,
+// whatever became of the tick.
 func (d *Daemon) start(ctx context.Context, claims ...Claim) {
-	d.hold(claims)
+	d.addPending(claims)
+	d.heldMu.Lock()
+	for _, c := range claims {
+		h := d.held[c.IdempotencyKey()]
+		if h == nil {
+			h = &heldTick{tick: c.Tick}
+			d.held[c.IdempotencyKey()] = h
+		}
+		h.n++
+	}
+	d.heldMu.Unlock()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		for _, c := range claims {
 			d.handle(ctx, c)
+			d.heldMu.Lock()
+			h := d.held[c.IdempotencyKey()]
+			if h.n--; h.n == 0 {
+				delete(d.held, c.IdempotencyKey())
+			}
+			d.heldMu.Unlock()
 			if d.afterTick != nil {
 				d.afterTick(c.Tick)
 			}
 		}
 	}()
+}
+
+// heldTick is a claimed tick this daemon works on, and in how many
+// goroutines (two, when it took over its own lapsed claim).
+type heldTick struct {
+	tick baton.Tick
+	n    int
+}
+
+// heldTicks are the claimed ticks this daemon works on.
+func (d *Daemon) heldTicks() []baton.Tick {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	ticks := make([]baton.Tick, 0, len(d.held))
+	for _, h := range d.held {
+		ticks = append(ticks, h.tick)
+	}
+	return ticks
 }
 
 // heartbeat renews this daemon's claims, refreshes its registration,
@@ -498,7 +553,7 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
-		err := d.Store.RenewClaims(hctx, d.ID, d.ClaimTTL)
+		err := d.Store.RenewHeld(hctx, d.ID, d.ClaimTTL, d.heldTicks())
 		if err == nil {
 			// The versions of a large file are sent only when they change
 			// (Load); a heartbeat updates the time, and registers again only

@@ -21,13 +21,13 @@ const OutputTail = 4096
 // handle drives one claimed tick to its outcome (or, when the daemon
 // drains before it starts, gives the claim back).
 func (d *Daemon) handle(ctx context.Context, c Claim) {
-	// Later ticks of the job yield to this one (earlierHeld) until it has
+	// Later ticks of the job yield to this one (earlierPending) until it has
 	// the lease, which then keeps them out itself, or has ended.
 	held := true
 	unhold := func() {
 		if held {
 			held = false
-			d.unhold(c)
+			d.dropPending(c)
 		}
 	}
 	defer unhold()
@@ -135,18 +135,24 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
-		ok, err = d.Store.Finish(bg, c.Tick, term.Owner, ending)
+		// Released right after the outcome is written, even when lost: a
+		// replaced term is still held until released (a flock lease never
+		// expires while its holder lives), and releasing a term that is
+		// gone is harmless. Never while a process of the run lives (its
+		// guard died and they outlived it).
+		call := finishCall{tick: c.Tick, runID: term.Owner, ending: ending}
+		if len(survivors) == 0 {
+			call.release = term
+		}
+		f := d.finishes.call(call)
+		ok, err = f.ok, f.err
 		if err != nil {
 			log.Error("cannot record the outcome; another daemon retries the tick once this daemon's claim lapses", "err", err, "outcome", ending.Outcome)
 		} else if !ok {
 			log.Warn("the tick was taken over while it ran; its outcome is the other daemon's", "outcome", ending.Outcome)
 		}
-		// Released even when lost: a replaced term is still held until
-		// released (a flock lease never expires while its holder lives),
-		// and releasing a term that is gone is harmless. Never while a
-		// process of the run lives (its guard died and they outlived it).
-		if len(survivors) == 0 {
-			d.release(term, log)
+		if f.releaseErr != nil && baton.ErrorCode(f.releaseErr) != baton.ELEASELOST {
+			log.Warn("cannot release the lease; it expires by itself", "lease", term.Job, "token", term.Token, "err", f.releaseErr)
 		}
 		if ending.RetryAfter == 0 || err != nil || !ok {
 			return
@@ -235,7 +241,7 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		var holder *baton.Holder
 		for _, key := range keys {
 			*sent = time.Now()
-			g, err := d.Leaser.Acquire(ctx, baton.AcquireRequest{
+			g, err := d.acquireLease(ctx, baton.AcquireRequest{
 				Job: key, TTL: j.TTL.D(), Owner: uuid.NewString(), Host: d.Host, PID: os.Getpid(),
 				Argv: []string{"baton", "daemon", "tick", c.IdempotencyKey()}, StartedAt: time.Now(),
 			})
@@ -261,7 +267,7 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 		if c.Kind != baton.TickScheduled {
 			return time.Time{}
 		}
-		return d.earlierHeld(c.Tick)
+		return d.earlierPending(c.Tick)
 	}
 	var term *baton.Term
 	var holder *baton.Holder
@@ -328,6 +334,22 @@ func (d *Daemon) acquireTerm(ctx context.Context, j baton.Job, c Claim, runID st
 			return nil, "the running tree did not give up the lease in time (overlap replace)" + heldBy(holder), nil
 		}
 	}
+}
+
+// acquireLease is the Leaser's Acquire, gathered with the daemon's other
+// acquisitions into one statement when the Leaser batches. A term granted
+// to a batch after this daemon began draining is given back: no run starts
+// on it.
+func (d *Daemon) acquireLease(ctx context.Context, req baton.AcquireRequest) (baton.Grant, error) {
+	if d.leases == nil {
+		return d.Leaser.Acquire(ctx, req)
+	}
+	a := d.leases.call(req)
+	if a.err == nil && a.grant.Term != nil && ctx.Err() != nil {
+		d.release(a.grant.Term, d.Log)
+		return baton.Grant{}, ctx.Err()
+	}
+	return a.grant, a.err
 }
 
 func heldBy(h *baton.Holder) string {
@@ -421,6 +443,9 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 		d.mu.Unlock()
 	}()
 
+	if d.Action != nil {
+		return d.Action(j, t, term), false, nil
+	}
 	env := append([]string{}, d.Env...)
 	for k, v := range j.Env {
 		env = append(env, k+"="+v)

@@ -72,3 +72,30 @@ func (s *Store) ExplainJobs(ctx context.Context, listing string) (string, error)
 	}
 	return strings.Join(plan, "\n"), rows.Err()
 }
+
+// FinishBatch is the daemon's batched Finish: one answer per call.
+func (s *Store) FinishBatch(ctx context.Context, ticks []baton.Tick, runIDs []string, endings []Ending) ([]bool, []error) {
+	calls := make([]finishCall, len(ticks))
+	for i := range ticks {
+		calls[i] = finishCall{tick: ticks[i], runID: runIDs[i], ending: endings[i]}
+	}
+	oks, errs := make([]bool, len(calls)), make([]error, len(calls))
+	for i, a := range s.finishBatch(ctx, calls) {
+		oks[i], errs[i] = a.ok, a.err
+	}
+	return oks, errs
+}
+
+// StartBatch is the daemon's batched StartAttemptInOrder: one answer per
+// call.
+func (s *Store) StartBatch(ctx context.Context, ticks []baton.Tick, prevs []string, daemon, host string, terms []*baton.Term) ([]int, []error) {
+	calls := make([]startCall, len(ticks))
+	for i := range ticks {
+		calls[i] = startCall{tick: ticks[i], prev: prevs[i], daemon: daemon, host: host, term: terms[i]}
+	}
+	attempts, errs := make([]int, len(calls)), make([]error, len(calls))
+	for i, a := range s.startBatch(ctx, calls) {
+		attempts[i], errs[i] = a.attempt, a.err
+	}
+	return attempts, errs
+}

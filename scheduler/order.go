@@ -15,7 +15,8 @@ import (
 // is ended instead, with its last attempt's outcome or skipped-missed, and
 // ok is false.
 func (d *Daemon) startAttempt(ctx context.Context, c Claim, prev string, attempts int, term *baton.Term, log *slog.Logger) (attempt int, ok bool, err error) {
-	attempt, ok, err = d.Store.StartAttemptInOrder(ctx, c.Tick, prev, d.ID, d.Host, term)
+	a := d.starts.call(startCall{tick: c.Tick, prev: prev, daemon: d.ID, host: d.Host, term: term})
+	attempt, ok, err = a.attempt, a.attempt > 0, a.err
 	var ov *Overtaken
 	if !errors.As(err, &ov) {
 		return attempt, ok, err

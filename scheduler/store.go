@@ -492,6 +492,9 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 				return err
 			}
 		}
+		var ticks []plannedTick
+		var names []string
+		var nexts []time.Time
 		for _, d := range jobs {
 			c, err := Compile(d.job)
 			if err != nil { // stored definitions were valid when written
@@ -506,31 +509,112 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 			}
 			for i, p := range planned {
 				tick := baton.Tick{Job: d.job.Name, At: p.At, Version: d.ver, Kind: baton.TickScheduled}
-				state, outcome, claimedBy := baton.TickPending, any(nil), daemon
-				if !p.Run {
-					state, outcome, claimedBy = baton.TickDone, string(baton.OutcomeSkippedMissed), ""
-				}
-				res, err := tx.ExecContext(ctx, s.query("insert_tick"), tick.Job, s.ts(tick.At), tick.Version,
-					tick.Kind, state, outcome, p.Reason, claimedBy, ms(claimTTL))
-				if err != nil {
-					return s.translate(err, "recording a tick of "+tick.Job)
-				}
-				if n, _ := res.RowsAffected(); n == 1 && p.Run {
-					out = append(out, Claim{Tick: tick, State: baton.TickPending, Job: d.job, CatchUp: i < last})
-				} else if n == 1 {
-					missed[skipKey{tick.Job, p.Skip}]++
-				}
+				ticks = append(ticks, plannedTick{tick: tick, p: p, job: d.job, catchUp: i < last})
 			}
-			if _, err := tx.ExecContext(ctx, s.query("advance_job"), d.job.Name, s.ts(next)); err != nil {
-				return s.translate(err, "advancing "+d.job.Name)
+			names, nexts = append(names, d.job.Name), append(nexts, next)
+		}
+		inserted, err := s.insertTicks(ctx, tx, daemon, claimTTL, ticks)
+		if err != nil {
+			return err
+		}
+		for i, pt := range ticks {
+			switch {
+			case inserted[i] && pt.p.Run:
+				out = append(out, Claim{Tick: pt.tick, State: baton.TickPending, Job: pt.job, CatchUp: pt.catchUp})
+			case inserted[i]:
+				missed[skipKey{pt.tick.Job, pt.p.Skip}]++
 			}
 		}
-		return nil
+		return s.advanceJobs(ctx, tx, names, nexts)
 	})
 	if err != nil {
 		missed = nil // rolled back
 	}
 	return out, missed, err
+}
+
+// plannedTick is a tick a claim records: claimed to run, or ended
+// skipped-missed.
+type plannedTick struct {
+	tick    baton.Tick
+	p       Planned
+	job     baton.Job
+	catchUp bool
+}
+
+// insertTicks records a claim's ticks (insert_tick.sql for each; in
+// PostgreSQL one statement for all, postgres/insert_ticks.sql) and says
+// which were new: a tick that exists already stays as it is.
+func (s *Store) insertTicks(ctx context.Context, tx *sql.Tx, daemon string, claimTTL time.Duration, ticks []plannedTick) ([]bool, error) {
+	inserted := make([]bool, len(ticks))
+	if len(ticks) == 0 {
+		return inserted, nil
+	}
+	row := func(pt plannedTick) (state string, outcome *string, claimedBy string) {
+		if pt.p.Run {
+			return baton.TickPending, nil, daemon
+		}
+		o := string(baton.OutcomeSkippedMissed)
+		return baton.TickDone, &o, ""
+	}
+	if s.dialect != Postgres {
+		for i, pt := range ticks {
+			state, outcome, claimedBy := row(pt)
+			res, err := tx.ExecContext(ctx, s.query("insert_tick"), pt.tick.Job, s.ts(pt.tick.At), pt.tick.Version,
+				pt.tick.Kind, state, outcome, pt.p.Reason, claimedBy, ms(claimTTL))
+			if err != nil {
+				return nil, s.translate(err, "recording a tick of "+pt.tick.Job)
+			}
+			n, _ := res.RowsAffected()
+			inserted[i] = n == 1
+		}
+		return inserted, nil
+	}
+	n := len(ticks)
+	jobs, versions, kinds, states, reasons, claimedBy := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats, outcomes := make([]time.Time, n), make([]*string, n)
+	at := make(map[string]int, n)
+	for i, pt := range ticks {
+		jobs[i], ats[i], versions[i], kinds[i], reasons[i] = pt.tick.Job, pt.tick.At.UTC().Truncate(time.Microsecond), pt.tick.Version, pt.tick.Kind, pt.p.Reason
+		states[i], outcomes[i], claimedBy[i] = row(pt)
+		at[pt.tick.IdempotencyKey()] = i
+	}
+	rows, err := tx.QueryContext(ctx, s.query("postgres/insert_ticks"), jobs, ats, versions, kinds, states, outcomes, reasons, claimedBy, ms(claimTTL))
+	if err != nil {
+		return nil, s.translate(err, "recording a claim's ticks")
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t baton.Tick
+		var when dbTime
+		if err := rows.Scan(&t.Job, &when); err != nil {
+			return nil, s.translate(err, "recording a claim's ticks")
+		}
+		t.At = when.Time
+		if i, ok := at[t.IdempotencyKey()]; ok {
+			inserted[i] = true
+		}
+	}
+	return inserted, s.translate(rows.Err(), "recording a claim's ticks")
+}
+
+// advanceJobs sets the claimed jobs' next ticks (advance_job.sql for each;
+// in PostgreSQL one statement, postgres/advance_jobs.sql).
+func (s *Store) advanceJobs(ctx context.Context, tx *sql.Tx, names []string, nexts []time.Time) error {
+	if s.dialect == Postgres && len(names) > 1 {
+		utc := make([]time.Time, len(nexts))
+		for i, t := range nexts {
+			utc[i] = t.UTC().Truncate(time.Microsecond)
+		}
+		_, err := tx.ExecContext(ctx, s.query("postgres/advance_jobs"), names, utc)
+		return s.translate(err, "advancing the claimed jobs")
+	}
+	for i, name := range names {
+		if _, err := tx.ExecContext(ctx, s.query("advance_job"), name, s.ts(nexts[i])); err != nil {
+			return s.translate(err, "advancing "+name)
+		}
+	}
+	return nil
 }
 
 // uptime is when daemons ran since after (see Uptime): the claiming daemon
@@ -722,6 +806,32 @@ func (s *Store) RenewClaims(ctx context.Context, daemon string, claimTTL time.Du
 	return s.translate(err, "renewing claims")
 }
 
+// RenewHeld extends the claims of the open ticks daemon is working on, and
+// of no other: a tick claimed in its name that it no longer works on (its
+// handling gave up) lapses after claimTTL, and another daemon takes it
+// over, rather than staying open for as long as the daemon lives.
+func (s *Store) RenewHeld(ctx context.Context, daemon string, claimTTL time.Duration, ticks []baton.Tick) error {
+	if len(ticks) == 0 {
+		return nil
+	}
+	if s.dialect == Postgres {
+		jobs, ats := make([]string, len(ticks)), make([]time.Time, len(ticks))
+		for i, t := range ticks {
+			jobs[i], ats[i] = t.Job, t.At.UTC().Truncate(time.Microsecond)
+		}
+		_, err := s.db.ExecContext(ctx, s.query("postgres/renew_held"), daemon, ms(claimTTL), jobs, ats)
+		return s.translate(err, "renewing claims")
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, t := range ticks {
+			if _, err := tx.ExecContext(ctx, s.query("renew_tick"), daemon, ms(claimTTL), t.Job, s.ts(t.At)); err != nil {
+				return s.translate(err, "renewing claims")
+			}
+		}
+		return nil
+	})
+}
+
 // ReleaseClaim gives an open tick back for any daemon to take at once.
 func (s *Store) ReleaseClaim(ctx context.Context, t baton.Tick, daemon string) error {
 	_, err := s.db.ExecContext(ctx, s.query("release_claim"), t.Job, s.ts(t.At), daemon)
@@ -749,31 +859,39 @@ func (s *Store) StartAttemptInOrder(ctx context.Context, t baton.Tick, prevRunID
 func (s *Store) startAttempt(ctx context.Context, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, bool, error) {
 	var attempt int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if inOrder {
-			if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return s.translate(err, "locking job "+t.Job)
-			}
-			later, err := s.laterStart(ctx, tx, t)
-			if err != nil {
-				return err
-			}
-			if !later.IsZero() {
-				return &Overtaken{Later: later}
-			}
-		}
-		err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
-			term.Owner, host, term.Token).Scan(&attempt)
-		if errors.Is(err, sql.ErrNoRows) {
-			attempt = 0
-			return nil
-		}
-		if err != nil {
-			return s.translate(err, "starting "+t.IdempotencyKey())
-		}
-		_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
-		return s.translate(err, "recording an attempt of "+t.IdempotencyKey())
+		var err error
+		attempt, err = s.start(ctx, tx, t, prevRunID, daemon, host, term, inOrder)
+		return err
 	})
 	return attempt, attempt > 0, err
+}
+
+// start is startAttempt in tx: the attempt's number, 0 when another
+// attempt or an outcome came first.
+func (s *Store) start(ctx context.Context, tx *sql.Tx, t baton.Tick, prevRunID, daemon, host string, term *baton.Term, inOrder bool) (int, error) {
+	if inOrder {
+		if err := tx.QueryRowContext(ctx, s.query("lock_job"), t.Job).Scan(new(string)); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, s.translate(err, "locking job "+t.Job)
+		}
+		later, err := s.laterStart(ctx, tx, t)
+		if err != nil {
+			return 0, err
+		}
+		if !later.IsZero() {
+			return 0, &Overtaken{Later: later}
+		}
+	}
+	var attempt int
+	err := tx.QueryRowContext(ctx, s.query("start_attempt"), t.Job, s.ts(t.At), prevRunID,
+		term.Owner, host, term.Token).Scan(&attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.translate(err, "starting "+t.IdempotencyKey())
+	}
+	_, err = tx.ExecContext(ctx, s.query("insert_attempt"), t.Job, s.ts(t.At), attempt, daemon, host, term.Token, term.Owner)
+	return attempt, s.translate(err, "recording an attempt of "+t.IdempotencyKey())
 }
 
 // Ending is how an attempt (or a tick without one) ended.

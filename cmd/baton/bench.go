@@ -63,9 +63,11 @@ stores), and polling alone. It empties its outbox before each round.
 bench claims measures the durable schedule with a no-op action, in the
 bench's own schema or directory: --jobs jobs named bench-claims-* are
 made due at once and --clients daemons (default 1,3; each with its own
-pool) claim them in batches of 100 (FOR UPDATE SKIP LOCKED), record each
-tick's start and its outcome, first without and then with taking and
-releasing the job's lease as the daemon does. No process is started.
+pool, and --max-concurrent runs at once, default 64) run their ticks
+through baton daemon's own path: claims in batches (FOR UPDATE SKIP
+LOCKED), the lease, each tick's start and its outcome, with a no-op in
+place of the command. First with a lease that is always free (no lease),
+then with the job's own lease. No process is started.
 
 bench fence measures the cost of the fences, in the bench's own schema:
 committed writes per second (one insert per transaction, into its table
@@ -117,7 +119,9 @@ type BenchCommand struct {
 	json     bool
 	script   bool
 	jobs     int
-	outbox   outboxBenchFlags
+	// maxConcurrent is bench claims' --max-concurrent, as the daemon's
+	maxConcurrent int
+	outbox        outboxBenchFlags
 	// allowProduction is --allow-production-schema; borrowed says the
 	// bench runs in a schema it did not create, and so must clean up
 	// after itself where it can.
@@ -157,6 +161,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.json, "json", false, "print results as JSON")
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "bench claims: runs at once in each daemon, as baton daemon's --max-concurrent")
 	fs.BoolVar(&c.allowProduction, "allow-production-schema", false, "let --schema name baton's default schema or one that production uses (destructive: see above)")
 	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -24,11 +25,11 @@ type ClaimBenchResult struct {
 	PerSec  float64 `json:"per_sec"` // ticks claimed, started and recorded per second
 }
 
-// claims measures the schedule's claim path with a no-op action: every job
-// is made due at once, and --clients daemons (each with its own pool) claim
-// them in batches, record each tick's start and its outcome (succeeded),
-// and, in the second configuration, take and release the job's lease as a
-// daemon does. No process is started.
+// claims measures the daemon's path with a no-op action: every job is made
+// due at once, and --clients daemons (each with its own pool, at
+// --max-concurrent) claim, start and record them (succeeded) as 'baton
+// daemon' does, first with a lease that is always free and then with the
+// job's own. No process is started.
 func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "clients" })
@@ -38,6 +39,9 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	daemons, err := parseCounts(c.clients)
 	if err != nil {
 		return err
+	}
+	if c.maxConcurrent < 1 {
+		return baton.Invalid("--max-concurrent", "must be at least 1, got %d", c.maxConcurrent)
 	}
 	if c.jobs < 1 {
 		return baton.Invalid("--jobs", "must be at least 1, got %d", c.jobs)
@@ -79,30 +83,10 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	var results []ClaimBenchResult
 	for _, lease := range []bool{false, true} {
 		for _, n := range daemons {
-			// now: a new instant each round, so each round's ticks are new,
-			// and one tick per job (the schedule's next instant is a year off)
-			due := time.Now().Add(-time.Second)
-			if err := stores[0].schedule.SetNextTick(ctx, due); err != nil {
+			r, err := c.claimRound(ctx, stores[:n], host, lease)
+			if err != nil {
 				return err
 			}
-			r := ClaimBenchResult{Daemons: n, Lease: lease}
-			var mu sync.Mutex
-			var wg sync.WaitGroup
-			start := time.Now()
-			for d := range n {
-				st := stores[d]
-				id := fmt.Sprintf("bench-%d", d)
-				wg.Go(func() {
-					ticks, errs := claimAll(ctx, st, id, host, lease)
-					mu.Lock()
-					r.Ticks += ticks
-					r.Errors += errs
-					mu.Unlock()
-				})
-			}
-			wg.Wait()
-			r.Seconds = time.Since(start).Seconds()
-			r.PerSec = float64(r.Ticks) / r.Seconds
 			results = append(results, r)
 		}
 	}
@@ -122,46 +106,72 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	return tw.Flush()
 }
 
-// claimAll claims due ticks until none is left, recording each as a
-// daemon would around a command that does nothing.
-func claimAll(ctx context.Context, st *store, id, host string, lease bool) (ticks, errs int) {
-	for {
-		claims, err := st.schedule.ClaimDue(ctx, id, time.Minute, 100)
-		if err != nil {
-			errs++
-			if ctx.Err() != nil || errs > 100 {
-				return ticks, errs
-			}
-			continue
-		}
-		if len(claims) == 0 {
-			return ticks, errs
-		}
-		for _, c := range claims {
-			term := &baton.Term{Job: c.Tick.Job, Owner: uuid.NewString(), Token: 1, TTL: time.Minute}
-			if lease {
-				g, err := st.leaser.Acquire(ctx, baton.AcquireRequest{Job: c.Tick.Job, TTL: time.Minute, Owner: term.Owner, Host: host, PID: os.Getpid()})
-				if err != nil || g.Busy() {
-					errs++
-					continue
-				}
-				term = g.Term
-			}
-			if _, ok, err := st.schedule.StartAttempt(ctx, c.Tick, "", id, host, term); err != nil || !ok {
-				errs++
-				continue
-			}
-			code := 0
-			if _, err := st.schedule.Finish(ctx, c.Tick, term.Owner, scheduler.Ending{Outcome: baton.OutcomeSucceeded, ExitCode: &code}); err != nil {
-				errs++
-				continue
-			}
-			if lease {
-				if err := st.leaser.Release(ctx, term); err != nil {
-					errs++
-				}
-			}
-			ticks++
-		}
+// claimRound makes every job due and runs len(stores) daemons, each on
+// its own store, through the daemon's own path (claims, leases, starts,
+// outcomes, at --max-concurrent) with a no-op in place of the command,
+// until every job's tick has run and every daemon has drained.
+func (c *BenchCommand) claimRound(ctx context.Context, stores []*store, host string, lease bool) (ClaimBenchResult, error) {
+	r := ClaimBenchResult{Daemons: len(stores), Lease: lease}
+	// now: a new instant each round, so each round's ticks are new, and one
+	// tick per job (the schedule's next instant is a year off)
+	if err := stores[0].schedule.SetNextTick(ctx, time.Now().Add(-time.Second)); err != nil {
+		return r, err
 	}
+	var ran atomic.Int64
+	all := make(chan struct{})
+	var once sync.Once
+	action := func(baton.Job, baton.Tick, *baton.Term) scheduler.Ending {
+		if ran.Add(1) >= int64(c.jobs) {
+			once.Do(func() { close(all) })
+		}
+		code := 0
+		return scheduler.Ending{Outcome: baton.OutcomeSucceeded, ExitCode: &code}
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ds []*scheduler.Daemon
+	for i, st := range stores {
+		d := &scheduler.Daemon{
+			Store: st.schedule, Leaser: st.leaser, ID: fmt.Sprintf("bench-%d-%s", i, uuid.NewString()[:8]), Host: host,
+			Config: "bench", MaxConcurrent: c.maxConcurrent, ClaimTTL: time.Minute, Action: action,
+		}
+		if !lease {
+			d.Leaser = freeLeaser{st.leaser}
+		}
+		if err := st.schedule.Register(ctx, scheduler.DaemonInfo{ID: d.ID, Host: host, PID: os.Getpid(), Config: "bench",
+			FeatureLevel: d.Level()}); err != nil {
+			return r, err
+		}
+		ds = append(ds, d)
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, d := range ds {
+		wg.Go(func() { d.Run(rctx) })
+	}
+	// Bounded, so that a bench that stalls still ends and says so.
+	limit := time.NewTimer(time.Duration(c.jobs)*10*time.Millisecond + time.Minute)
+	defer limit.Stop()
+	select {
+	case <-all:
+	case <-limit.C:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait() // drained: every outcome recorded, every lease released
+	r.Seconds = time.Since(start).Seconds()
+	r.Ticks = int(ran.Load())
+	r.Errors = c.jobs - r.Ticks
+	r.PerSec = float64(r.Ticks) / r.Seconds
+	return r, ctx.Err()
 }
+
+// freeLeaser grants every lease at once and keeps no state: the bench's
+// configuration without the lease.
+type freeLeaser struct{ baton.Leaser }
+
+func (freeLeaser) Acquire(_ context.Context, req baton.AcquireRequest) (baton.Grant, error) {
+	return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: 1, TTL: req.TTL}}, nil
+}
+func (freeLeaser) Renew(context.Context, *baton.Term) error   { return nil }
+func (freeLeaser) Release(context.Context, *baton.Term) error { return nil }
