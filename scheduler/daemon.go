@@ -69,6 +69,8 @@ type Daemon struct {
 	gated       map[string]string    // jobs above this daemon's feature level, as last reported
 	active      map[string][]*active // runs in progress, by job
 	slots       chan struct{}
+	inHand      atomic.Int64  // claims handed to start whose handling has not returned, less those waiting out their jitter
+	freed       chan struct{} // a claim's handling returned: a full daemon claims again
 	wg          sync.WaitGroup
 
 	// pending are the instants of the scheduled ticks this daemon has claimed
@@ -183,6 +185,7 @@ func (d *Daemon) defaults() {
 			d.leases = &batcher[baton.AcquireRequest, leaseAnswer]{do: d.acquireBatch}
 		}
 		d.slots = make(chan struct{}, d.MaxConcurrent)
+		d.freed = make(chan struct{}, 1)
 		d.held = map[string]*heldTick{}
 		d.active = map[string][]*active{}
 		d.drift = map[string]string{}
@@ -355,14 +358,23 @@ func (d *Daemon) Run(ctx context.Context) error {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failing := false
+	var freed <-chan struct{} // d.freed while every slot is spoken for
 loop:
 	for {
 		select {
 		case <-ctx.Done():
 			break loop
 		case <-poll.C:
+		case <-freed:
+			poll.Stop()
 		}
-		more, err := d.claim(ctx)
+		more, full, err := d.claim(ctx)
+		freed = nil
+		if full {
+			// Claim again as soon as a tick in hand is done, not at the next
+			// poll: short runs end long before it.
+			freed = d.freed
+		}
 		if d.RoundDone != nil && ctx.Err() == nil {
 			d.RoundDone(err)
 		}
@@ -438,12 +450,16 @@ func (d *Daemon) running() int {
 }
 
 // claim takes as many ticks as there are free slots and starts a goroutine
-// for each. more says a full batch came back, so more may be waiting.
-func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
-	free := d.MaxConcurrent - len(d.slots)
+// for each. more says a full batch came back, so more may be waiting; full
+// says every slot is spoken for now.
+func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
+	// The ticks in hand, not the slots taken: a claimed tick takes its slot
+	// in its own goroutine, a moment later.
+	free := d.MaxConcurrent - int(d.inHand.Load())
 	if free <= 0 {
-		return false, nil
+		return false, true, nil
 	}
+	defer func() { full = d.MaxConcurrent-int(d.inHand.Load()) <= 0 }()
 	limit := min(free, 100)
 	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
 	for job, n := range overtaken {
@@ -453,11 +469,11 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 		d.start(ctx, c)
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	limit -= len(open)
 	if limit <= 0 {
-		return true, nil
+		return true, false, nil
 	}
 	var sh share
 	if p := d.share.Load(); p != nil {
@@ -465,7 +481,7 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	}
 	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit, sh)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	for k, n := range missed {
 		d.observer().TicksSkipped(k.job, k.reason, n)
@@ -483,7 +499,7 @@ func (d *Daemon) claim(ctx context.Context) (more bool, err error) {
 	for _, name := range order {
 		d.start(ctx, byJob[name]...)
 	}
-	return len(open)+len(due) >= min(free, 100), nil
+	return len(open)+len(due) >= min(free, 100), false, nil
 }
 
 // start handles claims, one after the other, in a goroutine of their own.
@@ -501,11 +517,17 @@ func (d *Daemon) start(ctx context.Context, claims ...Claim) {
 		h.n++
 	}
 	d.heldMu.Unlock()
+	d.inHand.Add(int64(len(claims)))
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
 		for _, c := range claims {
 			d.handle(ctx, c)
+			d.inHand.Add(-1)
+			select {
+			case d.freed <- struct{}{}:
+			default:
+			}
 			d.heldMu.Lock()
 			h := d.held[c.IdempotencyKey()]
 			if h.n--; h.n == 0 {

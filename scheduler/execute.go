@@ -45,9 +45,16 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		return
 	}
 	if c.Kind == baton.TickScheduled && c.Attempts == 0 {
-		if !sleep(ctx, time.Until(c.At.Add(Jitter(j, c.At)))) {
-			d.giveBack(bg, c, log)
-			return
+		if wait := time.Until(c.At.Add(Jitter(j, c.At))); wait > 0 {
+			// Not in hand while it waits out its jitter: the daemon claims
+			// other jobs' ticks meanwhile.
+			d.inHand.Add(-1)
+			slept := sleep(ctx, wait)
+			d.inHand.Add(1)
+			if !slept {
+				d.giveBack(bg, c, log)
+				return
+			}
 		}
 	}
 	select {
