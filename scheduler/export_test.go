@@ -39,15 +39,27 @@ func (s *Store) Exec(ctx context.Context, q string, args ...any) error {
 // gap between a job's catch-up ticks with it, as a loaded machine does.
 func (d *Daemon) SetAfterTick(f func(baton.Tick)) { d.afterTick = f }
 
-// ExplainJobs is the plan of a job listing (list_jobs or
-// list_job_schedules) as the store's database would run it: PostgreSQL's
-// EXPLAIN in JSON, or SQLite's EXPLAIN QUERY PLAN, one step a line.
-func (s *Store) ExplainJobs(ctx context.Context, listing string) (string, error) {
-	q := "explain (format json) " + s.query(listing)
+// Explain is the plan of the store's query name, with args, as the
+// store's database would run it: PostgreSQL's EXPLAIN in JSON, or SQLite's
+// EXPLAIN QUERY PLAN, one step a line. With noSeqScan, PostgreSQL plans as
+// if scanning a whole table cost too much, so that what an index can answer
+// shows in the plan whatever the tables hold.
+func (s *Store) Explain(ctx context.Context, name string, noSeqScan bool, args ...any) (string, error) {
+	q := "explain (format json) " + s.query(name)
 	if s.dialect == sqldialect.SQLite {
-		q = "explain query plan " + s.query(listing)
+		q = "explain query plan " + s.query(name)
 	}
-	rows, err := s.db.QueryContext(ctx, q)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return "", err
+	}
+	defer tx.Rollback()
+	if noSeqScan && s.dialect == Postgres {
+		if _, err := tx.ExecContext(ctx, "set local enable_seqscan = off"); err != nil {
+			return "", err
+		}
+	}
+	rows, err := tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return "", err
 	}

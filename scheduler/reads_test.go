@@ -19,7 +19,7 @@ import (
 func TestJobsListingReadsNoTicksPerJob(t *testing.T) {
 	stores(t, func(t *testing.T, e env) {
 		for _, listing := range []string{"list_jobs", "list_job_schedules"} {
-			plan, err := e.store.ExplainJobs(context.Background(), listing)
+			plan, err := e.store.Explain(context.Background(), listing, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // ClaimBenchResult is one measured configuration of `baton bench claims`.
@@ -117,6 +118,9 @@ func (c *BenchCommand) claimRound(ctx context.Context, stores []*store, host str
 	if err := stores[0].schedule.SetNextTick(ctx, time.Now().Add(-time.Second)); err != nil {
 		return r, err
 	}
+	if err := analyze(ctx, stores[0]); err != nil {
+		return r, err
+	}
 	var ran atomic.Int64
 	all := make(chan struct{})
 	var once sync.Once
@@ -175,3 +179,27 @@ func (freeLeaser) Acquire(_ context.Context, req baton.AcquireRequest) (baton.Gr
 }
 func (freeLeaser) Renew(context.Context, *baton.Term) error   { return nil }
 func (freeLeaser) Release(context.Context, *baton.Term) error { return nil }
+
+// analyze gives the planner statistics of the bench's tables, as
+// autovacuum keeps them for a store in use. The bench's schema is new:
+// without them, the planner took its tables for empty, and the daemons'
+// search for open ticks scanned every tick (18 ms a claim at 20,000).
+func analyze(ctx context.Context, st *store) error {
+	if st.db == nil {
+		return nil
+	}
+	rows, err := st.db.Pool().Query(ctx, "select tablename from pg_tables where schemaname = $1", st.db.Schema())
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		if _, err := st.db.Pool().Exec(ctx, "analyze "+pgx.Identifier{st.db.Schema(), t}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
