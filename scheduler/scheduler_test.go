@@ -60,19 +60,24 @@ func stores(t *testing.T, f func(t *testing.T, e env)) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		dsn := pgtest.DSN(t)
-		open := func(t *testing.T) *postgres.DB {
-			db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(db.Close)
-			return db
-		}
-		db := open(t)
-		f(t, env{name: "postgres", store: scheduler.NewStore(db.SQL(), scheduler.Postgres, db.Schema()), outbox: outbox.NewStore(db.SQL(), outbox.Postgres, db.Schema()),
-			leaser: func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t)) }})
+		f(t, pgEnv(t))
 	})
+}
+
+// pgEnv is the PostgreSQL store of stores, for a test of PostgreSQL alone.
+func pgEnv(t *testing.T) env {
+	dsn := pgtest.DSN(t)
+	open := func(t *testing.T) *postgres.DB {
+		db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		return db
+	}
+	db := open(t)
+	return env{name: "postgres", store: scheduler.NewStore(db.SQL(), scheduler.Postgres, db.Schema()), outbox: outbox.NewStore(db.SQL(), outbox.Postgres, db.Schema()),
+		leaser: func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t)) }}
 }
 
 // testLog writes a daemon's log to the test's log.

@@ -4,6 +4,9 @@
 -- call's run id is still the tick's current attempt. $5 is the attempt's
 -- outcome, the tick's too when it ends. Returns the ticks it ended or left
 -- for a retry.
+-- "state is distinct from 'done'" (a state is never null) rather than <>:
+-- the row is found by its key, not through the partial index of open
+-- ticks (ticks_open), which the planner takes for small and walked whole.
 with c as (
   select * from unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
                        $6::text[], $7::int8[], $8::text[], $9::int8[])
@@ -19,5 +22,5 @@ set state = c.state, outcome = case when c.state = 'done' then c.outcome end, re
     not_before = case when c.state = 'done' then null
                       else clock_timestamp() + c.retry_ms * interval '1 millisecond' end
 from c
-where t.job = c.job and t.tick_at = c.tick_at and t.run_id = c.run_id and t.state <> 'done'
+where t.job = c.job and t.tick_at = c.tick_at and t.run_id = c.run_id and t.state is distinct from 'done'
 returning t.job, t.tick_at

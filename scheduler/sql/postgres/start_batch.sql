@@ -7,6 +7,9 @@
 -- call (its index in the arrays, from 1), the attempt started, or the
 -- later tick that overtook it; neither when another attempt or an outcome
 -- came first.
+-- "state is distinct from 'done'" (a state is never null) rather than <>:
+-- the row is found by its key, not through the partial index of open
+-- ticks (ticks_open), which the planner takes for small and walked whole.
 with c as (
   select * from unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[], $8::bool[])
     with ordinality as c(job, tick_at, prev, run_id, host, token, daemon, in_order, i)
@@ -20,7 +23,7 @@ with c as (
   set state = 'running', attempts = t.attempts + 1, run_id = c.run_id, host = c.host,
       token = c.token, started_at = @now@, not_before = null
   from c left join later l on l.i = c.i
-  where t.job = c.job and t.tick_at = c.tick_at and t.run_id = c.prev and t.state <> 'done'
+  where t.job = c.job and t.tick_at = c.tick_at and t.run_id = c.prev and t.state is distinct from 'done'
     and l.later is null
   returning c.i, t.attempts
 ), recorded as (
