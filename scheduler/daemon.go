@@ -367,6 +367,10 @@ loop:
 		case <-poll.C:
 		case <-freed:
 			poll.Stop()
+			// Ticks end in batches (their outcomes are written together):
+			// wait for the rest of the batch, and claim for all of them at
+			// once rather than one claim for each.
+			time.Sleep(gatherFor)
 		}
 		more, full, err := d.claim(ctx)
 		freed = nil
