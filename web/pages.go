@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -114,8 +115,13 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 	}
 	var buf bytes.Buffer
 	t := s.pages.byName[name]
-	if pr, ok := data.(*prerendered); ok {
-		t, p.Data = s.pages.byName["prerendered"], template.HTML(bytes.ReplaceAll(pr.content, []byte(csrfSlot), []byte(p.CSRF)))
+	pr, _ := data.(*prerendered)
+	if pr != nil {
+		// The layout is rendered around a slot, and the content written
+		// into it as it goes out: a copy of its megabytes (with the
+		// session's token put in) for each request made the dashboard's
+		// peak memory.
+		t, p.Data = s.pages.byName["prerendered"], template.HTML(contentSlot)
 	}
 	if t == nil {
 		panic("web: no page " + name)
@@ -128,10 +134,21 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	}
 	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		w.Write(buf.Bytes())
+	if r.Method == http.MethodHead {
+		return
 	}
+	out := buf.Bytes()
+	if i := bytes.Index(out, []byte(contentSlot)); pr != nil && i >= 0 {
+		w.Write(out[:i])
+		pr.writeTo(w, p.CSRF)
+		out = out[i+len(contentSlot):]
+	}
+	w.Write(out)
 }
+
+// contentSlot stands for prerendered content in the layout rendered
+// around it (see render).
+var contentSlot = randomToken()
 
 // prerendered is a page's content rendered once for many requests (the
 // overview's, shared by the requests of a second: at a few hundred
@@ -139,6 +156,21 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, name
 // CSRF token, each session's own, is rendered as csrfSlot and put in place
 // as each request is served; the layout around it is rendered per request.
 type prerendered struct{ content []byte }
+
+// writeTo writes the content with csrf in place of each csrfSlot.
+func (pr *prerendered) writeTo(w io.Writer, csrf string) {
+	rest := pr.content
+	for {
+		i := bytes.Index(rest, []byte(csrfSlot))
+		if i < 0 {
+			w.Write(rest)
+			return
+		}
+		w.Write(rest[:i])
+		io.WriteString(w, csrf)
+		rest = rest[i+len(csrfSlot):]
+	}
+}
 
 // csrfSlot stands for the CSRF token in prerendered content: random, so
 // that no job's name, command or note can contain it, and of the token's
