@@ -43,25 +43,38 @@ type env struct {
 func stores(t *testing.T, f func(t *testing.T, e env)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		db, err := sqlite.Open(context.Background(), filepath.Join(dir, "baton.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		f(t, env{name: "sqlite", store: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), outbox: outbox.NewStore(db.SQL(), outbox.SQLite, ""),
-			leaser: func(t *testing.T) baton.Leaser {
-				l, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l
-			}})
+		f(t, sqliteEnv(t))
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		f(t, pgEnv(t))
 	})
+}
+
+// sqliteEnv is the SQLite store of stores (with flock leases).
+func sqliteEnv(t *testing.T) env {
+	dir := t.TempDir()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "baton.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return env{name: "sqlite", store: scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), outbox: outbox.NewStore(db.SQL(), outbox.SQLite, ""),
+		leaser: func(t *testing.T) baton.Leaser {
+			l, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}}
+}
+
+// another is a new store of e's kind, empty.
+func another(t *testing.T, e env) env {
+	if e.name == "sqlite" {
+		return sqliteEnv(t)
+	}
+	return pgEnv(t)
 }
 
 // pgEnv is the PostgreSQL store of stores, for a test of PostgreSQL alone.
