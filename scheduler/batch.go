@@ -106,7 +106,7 @@ func (s *Store) startBatch(ctx context.Context, calls []startCall) []startAnswer
 		return cmp.Or(cmp.Compare(calls[a].tick.Job, calls[b].tick.Job), calls[a].tick.At.Compare(calls[b].tick.At))
 	})
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		if s.dialect == Postgres && len(calls) > 1 && distinctStarts(calls) {
+		if s.dialect == Postgres && len(calls) > 1 && distinctTicks(calls, func(c startCall) baton.Tick { return c.tick }) {
 			return s.startAll(ctx, tx, calls, out)
 		}
 		for _, i := range order {
@@ -134,12 +134,12 @@ func (s *Store) startBatch(ctx context.Context, calls []startCall) []startAnswer
 	return out
 }
 
-// distinctStarts says no tick appears twice among calls (one statement
-// updates a row once).
-func distinctStarts(calls []startCall) bool {
+// distinctTicks says no tick appears twice among calls (one statement
+// updates a row once); tick is a call's tick.
+func distinctTicks[C any](calls []C, tick func(C) baton.Tick) bool {
 	seen := make(map[string]bool, len(calls))
 	for _, c := range calls {
-		k := c.tick.IdempotencyKey()
+		k := tick(c).IdempotencyKey()
 		if seen[k] {
 			return false
 		}
@@ -268,7 +268,7 @@ func (d *Daemon) finishBatch(ctx context.Context, calls []finishCall) []finishAn
 func (s *Store) finishBatch(ctx context.Context, calls []finishCall) []finishAnswer {
 	out := make([]finishAnswer, len(calls))
 	var err error
-	if s.dialect == Postgres && len(calls) > 1 && distinctTicks(calls) && !noticed(calls) {
+	if s.dialect == Postgres && len(calls) > 1 && distinctTicks(calls, func(c finishCall) baton.Tick { return c.tick }) && !noticed(calls) {
 		err = s.finishAll(ctx, calls, out)
 	} else {
 		err = s.inTx(ctx, func(tx *sql.Tx) error {
@@ -304,20 +304,6 @@ func noticed(calls []finishCall) bool {
 		}
 	}
 	return false
-}
-
-// distinctTicks says no tick appears twice among calls (one statement
-// updates a row once).
-func distinctTicks(calls []finishCall) bool {
-	seen := make(map[string]bool, len(calls))
-	for _, c := range calls {
-		k := c.tick.IdempotencyKey()
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-	}
-	return true
 }
 
 // finishAll is finishBatch's one statement, in PostgreSQL.
