@@ -483,7 +483,7 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 	if p := d.share.Load(); p != nil {
 		sh = *p
 	}
-	due, missed, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit, sh)
+	due, missed, taken, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit, sh)
 	if err != nil {
 		return false, false, err
 	}
@@ -503,7 +503,9 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 	for _, name := range order {
 		d.start(ctx, byJob[name]...)
 	}
-	return len(open)+len(due) >= min(free, 100), false, nil
+	// A full batch of jobs came back, whether or not their ticks run (all
+	// may have been missed, after an outage): more may be due.
+	return taken >= limit, false, nil
 }
 
 // start handles claims, one after the other, in a goroutine of their own.

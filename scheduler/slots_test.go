@@ -71,3 +71,69 @@ func TestFullDaemonClaimsWhenASlotFrees(t *testing.T) {
 		}
 	})
 }
+
+// A claim round that took a full batch of due jobs is followed by another
+// at once, even when none of them had a tick to run: after an outage, a
+// backlog of jobs whose ticks are all missed (outside their catch-up window)
+// went one batch a second, the daemon waiting for its next poll after each
+// batch that started nothing, and the due ticks behind them waited too.
+func TestMissedBacklogClaimedWithoutWaiting(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		const jobs = 2000 // 20 batches of 100
+		var js []baton.Job
+		for i := range jobs {
+			j := job(fmt.Sprintf("missed-%04d", i), "0 0 1 1 *", "true")
+			j.Catchup = baton.Catchup{Policy: baton.CatchupSkip, Window: baton.Duration(time.Minute)}
+			js = append(js, j)
+		}
+		ctx := context.Background()
+		if _, err := e.store.Publish(ctx, js, "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		now, err := e.store.Now(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Due an hour ago: each job's one due tick is missed.
+		if err := e.store.SetNextTick(ctx, now.Add(-time.Hour).Truncate(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		var skipped atomic.Int64
+		all := make(chan struct{})
+		began := time.Now()
+		startDaemon(t, e, "backlog", js, func(d *scheduler.Daemon) {
+			d.Poll, d.ClaimTTL, d.MaxConcurrent = time.Hour, 30*time.Second, 100
+			d.Observer = skipCounter{func(n int) {
+				if skipped.Add(int64(n)) == jobs {
+					close(all)
+				}
+			}}
+		})
+		select {
+		case <-all:
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("%d of %d missed ticks recorded in 2 minutes", skipped.Load(), jobs)
+		}
+		took := time.Since(began)
+		t.Logf("%d missed ticks recorded in %s", jobs, took)
+		// Waiting for the next whole second after each batch, 20 batches
+		// take 19 s at least.
+		if took > 15*time.Second {
+			t.Errorf("%d missed ticks took %s to record: the daemon waited between batches", jobs, took)
+		}
+	})
+}
+
+// skipCounter is an Observer that counts skipped ticks.
+type skipCounter struct{ skipped func(n int) }
+
+func (skipCounter) JobsLoaded([]string)                           {}
+func (skipCounter) RunStarted(string, time.Duration)              {}
+func (skipCounter) RunEnded(string, baton.Outcome, time.Duration) {}
+func (c skipCounter) TicksSkipped(_ string, _ scheduler.SkipReason, n int) {
+	c.skipped(n)
+}
+func (skipCounter) LeaseAcquired(string, string, int64)       {}
+func (skipCounter) LeaseBusy(string)                          {}
+func (skipCounter) LeaseLost(string)                          {}
+func (skipCounter) LeaseRenewed(string, time.Duration, error) {}

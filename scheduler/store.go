@@ -434,7 +434,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -445,12 +445,11 @@ type skipKey struct {
 }
 
 // claimDue is ClaimDue by a daemon of feature level own that also counts
-// the ticks it recorded skipped-missed (for the daemon's Observer).
-func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) ([]Claim, map[skipKey]int, error) {
-	var out []Claim
-	var missed map[skipKey]int
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		out, missed = out[:0], map[skipKey]int{}
+// the ticks it recorded skipped-missed (for the daemon's Observer), and
+// says how many due jobs it took (taken), whether their ticks run or not.
+func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		out, missed, taken = out[:0], map[skipKey]int{}, 0
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
@@ -485,6 +484,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		taken = len(jobs)
 		var up Uptime
 		if len(jobs) > 0 {
 			oldest := jobs[0].next // claim_jobs orders them by next tick
@@ -528,9 +528,9 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 		return s.advanceJobs(ctx, tx, names, nexts)
 	})
 	if err != nil {
-		missed = nil // rolled back
+		missed, taken = nil, 0 // rolled back
 	}
-	return out, missed, err
+	return out, missed, taken, err
 }
 
 // plannedTick is a tick a claim records: claimed to run, or ended
