@@ -59,7 +59,11 @@ func TestDaemonsShareTheTicks(t *testing.T) {
 		t.Logf("ticks started by each daemon: %v", ran)
 		for i := range daemons {
 			host := fmt.Sprintf("d%d", i)
-			if share := float64(ran[host]) / float64(total); share < 0.15 {
+			// Before the share, one daemon took every tick and another none
+			// (48 / 4 / 0). A floor of 5 %: beside CI's tests and two CPU
+			// hogs, one of three daemons on one SQLite file started 10 %
+			// (they share the file's one write lock).
+			if share := float64(ran[host]) / float64(total); share < 0.05 {
 				t.Errorf("daemon %s started %d of %d ticks (%.0f %%); each of %d live daemons should have a share", host, ran[host], total, 100*share, daemons)
 			}
 		}
