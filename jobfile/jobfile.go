@@ -20,6 +20,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/cron"
+	"github.com/batonhq/baton/internal/zone"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -770,7 +771,7 @@ func (p *parser) timezone(v *yaml.Node, field string, j *baton.Job) {
 		p.add(v, field, "Local is each daemon's own zone, which may differ between hosts; want an IANA time zone such as Europe/Berlin")
 		return
 	}
-	if _, err := time.LoadLocation(s); err != nil {
+	if _, err := zone.Load(s); err != nil {
 		p.add(v, field, "unknown time zone %q; want an IANA time zone such as Europe/Berlin or UTC", s)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton/internal/backoff"
+	"github.com/batonhq/baton/internal/zone"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/cron"
@@ -27,7 +28,7 @@ func Compile(j baton.Job) (*Compiled, error) {
 	}
 	loc := time.UTC
 	if j.Timezone != "" {
-		if loc, err = time.LoadLocation(j.Timezone); err != nil {
+		if loc, err = zone.Load(j.Timezone); err != nil {
 			return nil, baton.Invalid("timezone", "%q is not a known IANA time zone", j.Timezone)
 		}
 	}

@@ -52,6 +52,10 @@ func (s *shared[T]) get(ctx context.Context) (T, error) {
 		s.mu.Unlock()
 		return v, nil
 	}
+	// A value past its time is not served again: let go of it now, so that
+	// the read that replaces it does not hold two of them at its height.
+	var zero T
+	s.val, s.at = zero, time.Time{}
 	f := s.flight
 	if f == nil {
 		f = &flight[T]{done: make(chan struct{})}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/zone"
 	"github.com/batonhq/baton/jobfile"
 	"github.com/batonhq/baton/scheduler"
 )
@@ -75,7 +76,7 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	now := time.Now()
-	zone := hostZone(now)
+	host := hostZone(now)
 	out := []validatedJob{}
 	for _, j := range file.Jobs {
 		cj, err := scheduler.Compile(j)
@@ -83,7 +84,7 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 			return err
 		}
 		warnings := scheduler.Warnings(j)
-		if w := zoneWarning(j, zone); w != "" {
+		if w := zoneWarning(j, host); w != "" {
 			warnings = append(warnings, w)
 		}
 		out = append(out, validatedJob{Name: j.Name, Version: j.Version(), Schedule: j.Schedule,
@@ -108,7 +109,7 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 	for _, v := range out {
 		next := "never"
 		if !v.NextTick.IsZero() {
-			loc, _ := time.LoadLocation(v.Timezone)
+			loc, _ := zone.Load(v.Timezone)
 			next = v.NextTick.In(loc).Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Version, v.Schedule, v.Timezone, next)
