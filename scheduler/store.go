@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -38,6 +39,9 @@ type Store struct {
 	schema  string
 	q       map[string]string
 	outbox  *outbox.Store // where run notifications go (notify)
+	// listed is how many jobs the last listing read (listJobs): the next
+	// one's first chunk is made that size, and is then the whole listing.
+	listed atomic.Int64
 }
 
 // NewStore wraps db, whose schema (package postgres's or sqlite's
@@ -240,12 +244,12 @@ func (s *Store) getJob(ctx context.Context, q querier, name string) (*baton.Defi
 // Jobs lists every job the store holds, with its last outcome.
 func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
 	var defs [][]byte
-	out, err := s.listJobs(ctx, "list_jobs", func(rows *sql.Rows, dj *baton.DefinedJob, rest ...any) error {
-		var def []byte
-		if err := rows.Scan(append([]any{&dj.Job.Name, &dj.Version, &def}, rest...)...); err != nil {
-			return err
-		}
+	var name, version string
+	var def []byte
+	out, err := s.listJobs(ctx, "list_jobs", []any{&name, &version, &def}, func(dj *baton.DefinedJob) error {
+		dj.Job.Name, dj.Version = name, version
 		defs = append(defs, def)
+		def = nil // rows.Scan copies into a nil slice: each job's own
 		return nil
 	})
 	if err != nil || len(out) == 0 {
@@ -296,12 +300,12 @@ func (s *Store) LastTicks(ctx context.Context, dj *baton.DefinedJob) error {
 // of every job (status, the dashboard's overview, /metrics), which Jobs'
 // whole definitions made slow at 10,000 jobs.
 func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
-	return s.listJobs(ctx, "list_job_schedules", func(rows *sql.Rows, dj *baton.DefinedJob, rest ...any) error {
-		var tz, gap, repeat, jitter sql.NullString
-		if err := rows.Scan(append([]any{&dj.Job.Name, &dj.Version, &dj.Job.Schedule, &tz, &gap, &repeat, &jitter}, rest...)...); err != nil {
-			return err
-		}
+	var name, version, schedule string
+	var tz, gap, repeat, jitter sql.NullString
+	return s.listJobs(ctx, "list_job_schedules", []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter}, func(dj *baton.DefinedJob) error {
+		dj.Job.Name, dj.Version, dj.Job.Schedule = name, version, schedule
 		dj.Job.Timezone, dj.Job.DST.Gap, dj.Job.DST.Repeat = tz.String, gap.String, repeat.String
+		dj.Job.Jitter = 0
 		if jitter.Valid {
 			d, err := time.ParseDuration(jitter.String)
 			if err != nil {
@@ -313,41 +317,64 @@ func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
 	})
 }
 
-// listJobs runs query, a listing of jobs whose columns after its first
-// ones (read by scan, which passes rest on to rows.Scan) are list_jobs'
-// last nine. The jobs are gathered in chunks and copied once into a slice
+// listJobs runs query, a listing of jobs whose first columns are scanned
+// into first and then taken into each job by fill, and whose last nine are
+// list_jobs'. The destinations are made once for all rows: made for each
+// row, they were a third of what a listing allocated. The jobs are gathered in chunks and copied once into a slice
 // of their number: appending 10,000 of them one by one copied them again
-// at each growth, a third of the listing's CPU.
-func (s *Store) listJobs(ctx context.Context, query string, scan func(rows *sql.Rows, dj *baton.DefinedJob, rest ...any) error) ([]baton.DefinedJob, error) {
+// at each growth, a third of the listing's CPU. The first chunk is as long
+// as the last listing, with room for a few more: when the jobs fit in it,
+// it is the listing, and no job is copied (the dashboard lists them each
+// second, and two copies of 10,000 were its read's height).
+func (s *Store) listJobs(ctx context.Context, query string, first []any, fill func(dj *baton.DefinedJob) error) ([]baton.DefinedJob, error) {
 	rows, err := s.db.QueryContext(ctx, s.query(query))
 	if err != nil {
 		return nil, s.translate(err, "listing jobs")
 	}
 	defer rows.Close()
+	var (
+		next, at, lastTick, lastSuccess dbTime
+		last                            sql.NullString
+		paused                          bool
+		pausedNote, definedBy           string
+		level                           int
+	)
+	dest := append(first, &next, &paused, &pausedNote, &definedBy, &at, &last, &lastTick, &lastSuccess, &level)
 	var chunks [][]baton.DefinedJob
 	n := 0
 	for rows.Next() {
 		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
-			chunks = append(chunks, make([]baton.DefinedJob, 0, min(1024, 64<<len(chunks))))
+			size := min(1024, 64<<len(chunks))
+			if len(chunks) == 0 {
+				if last := int(s.listed.Load()); last > 0 {
+					size = last + last/16 + 16
+				}
+			}
+			chunks = append(chunks, make([]baton.DefinedJob, 0, size))
 		}
 		c := &chunks[len(chunks)-1]
 		*c = append(*c, baton.DefinedJob{})
 		dj := &(*c)[len(*c)-1]
 		n++
-		var next, at, lastTick, lastSuccess dbTime
-		var last sql.NullString
-		err := scan(rows, dj, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at, &last, &lastTick, &lastSuccess, &dj.FeatureLevel)
-		if err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, s.translate(err, "listing jobs")
 		}
+		if err := fill(dj); err != nil {
+			return nil, err
+		}
+		dj.Paused, dj.PausedNote, dj.DefinedBy, dj.FeatureLevel = paused, pausedNote, definedBy, level
 		dj.NextTick, dj.DefinedAt = next.Time, at.Time
 		dj.LastOutcome, dj.LastTick, dj.LastSuccess = baton.Outcome(last.String), lastTick.Time, lastSuccess.Time
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.translate(err, "listing jobs")
 	}
+	s.listed.Store(int64(n))
 	if n == 0 {
 		return nil, nil
+	}
+	if len(chunks) == 1 {
+		return chunks[0], nil
 	}
 	out := make([]baton.DefinedJob, 0, n)
 	for _, c := range chunks {

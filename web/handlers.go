@@ -101,7 +101,7 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := &jobData{Now: now, Job: *dj, Status: jobStatus(*dj, daemons, driftLines(daemons, diffs)[name], now)}
-	if d.Timeline, err = loadTimeline(ctx, s.cfg.Schedule, *dj, now, jobSlots); err != nil {
+	if d.Timeline, err = loadTimeline(ctx, s.cfg.Schedule, dj.Job, now, jobSlots); err != nil {
 		s.failErr(w, r, err)
 		return
 	}

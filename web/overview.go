@@ -95,23 +95,26 @@ func (j JobStatus) Failing() bool {
 // the outbox's backlog. With timelines, each job gets its last 24 h of
 // ticks too (one statement for all jobs; see loadTimelines).
 func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox, timelines bool) (*Overview, error) {
-	o, jobs, err := loadOverview(ctx, sched, leaser, ob)
-	if err != nil || !timelines {
-		return o, err
-	}
-	tls, err := loadTimelines(ctx, sched, jobs, o.Now, overviewSlots)
+	rd, err := loadOverview(ctx, sched, leaser, ob)
 	if err != nil {
 		return nil, err
 	}
-	for i := range o.Jobs {
-		o.Jobs[i].Timeline = tls[o.Jobs[i].Name]
+	if !timelines {
+		return rd.o, nil
 	}
-	return o, nil
+	tls, err := loadTimelines(ctx, sched, rd.timelineJobs(0, len(rd.o.Jobs)), rd.o.Now, overviewSlots)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rd.o.Jobs {
+		rd.o.Jobs[i].Timeline = tls[rd.o.Jobs[i].Name]
+	}
+	return rd.o, nil
 }
 
-// loadOverview is LoadOverview without timelines; it returns the jobs as
-// read too, in the order of o.Jobs, for the timelines of a page of them.
-func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox) (*Overview, []baton.DefinedJob, error) {
+// loadOverview is LoadOverview without timelines, with what the timelines
+// of a page of its jobs need.
+func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox) (*overviewRead, error) {
 	// The job listing is most of the time (a row a job, with what judges
 	// its schedule of its definition: JobSchedules); the other reads (and
 	// the outbox's) go on beside it, on another connection of the pool.
@@ -132,10 +135,10 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	}
 	l := <-listed
 	if l.err != nil {
-		return nil, nil, l.err
+		return nil, l.err
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	jobs := l.jobs
 	// A free lease is history ('baton leases' lists it), and a fleet has
@@ -149,9 +152,11 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		o.Leases = []baton.Lease{}
 	}
 	o.Jobs = make([]JobStatus, len(jobs))
+	dst := make([]baton.DSTPolicy, len(jobs))
 	par.For(len(jobs), 256, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			o.Jobs[i] = jobStatus(jobs[i], daemons, drift[jobs[i].Job.Name], now)
+			dst[i] = jobs[i].Job.DST
 		}
 	})
 	if ob != nil {
@@ -160,15 +165,27 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		}
 	}
 	o.Summary = summarize(o)
-	return o, jobs, nil
+	return &overviewRead{o: o, dst: dst}, nil
 }
 
 // overviewRead is the overview as the dashboard reads it once for the
 // requests of a moment: without timelines, which are drawn a page at a
-// time.
+// time. It keeps of the jobs' definitions only what a timeline needs
+// beyond o.Jobs (the DST policy): the definitions as read are 2.5 times the
+// size of the statuses, and were most of what a read held.
 type overviewRead struct {
-	o    *Overview
-	jobs []baton.DefinedJob // in the order of o.Jobs
+	o   *Overview
+	dst []baton.DSTPolicy // of each job of o.Jobs
+}
+
+// timelineJobs are the jobs o.Jobs[from:to] with what their timelines read
+// of them (timelineLimit: the schedule, its zone and DST policy).
+func (rd *overviewRead) timelineJobs(from, to int) []baton.Job {
+	jobs := make([]baton.Job, 0, to-from)
+	for i, js := range rd.o.Jobs[from:to] {
+		jobs = append(jobs, baton.Job{Name: js.Name, Schedule: js.Schedule, Timezone: js.Timezone, DST: rd.dst[from+i]})
+	}
+	return jobs
 }
 
 // overviewPage is one page of the dashboard's overview: the summary,
@@ -198,12 +215,12 @@ func (p *overviewPage) Next() int {
 // pageOf cuts page n (from 1) out of the overview read, and draws the
 // timelines of its jobs (one statement for the window's ticks).
 func pageOf(ctx context.Context, sched *scheduler.Store, rd *overviewRead, n int) (*overviewPage, error) {
-	pages := max(1, (len(rd.jobs)+OverviewPageSize-1)/OverviewPageSize)
+	pages := max(1, (len(rd.o.Jobs)+OverviewPageSize-1)/OverviewPageSize)
 	if n > pages {
 		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "page", Message: fmt.Sprintf("no page %d: the overview has %d", n, pages)}
 	}
-	from, to := (n-1)*OverviewPageSize, min(n*OverviewPageSize, len(rd.jobs))
-	tls, err := loadTimelines(ctx, sched, rd.jobs[from:to], rd.o.Now, overviewSlots)
+	from, to := (n-1)*OverviewPageSize, min(n*OverviewPageSize, len(rd.o.Jobs))
+	tls, err := loadTimelines(ctx, sched, rd.timelineJobs(from, to), rd.o.Now, overviewSlots)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -36,7 +37,13 @@ var style, styleHash = func() (string, string) {
 
 // pages are the parsed templates, one set per page (each defines
 // "content" for the shared layout).
-type pages struct{ byName map[string]*template.Template }
+type pages struct {
+	byName map[string]*template.Template
+	// size is how long each page's content was when last rendered:
+	// prerender's buffer starts that size, instead of doubling its way up
+	// to a 2.4 MB overview page and leaving the copies behind.
+	size map[string]*atomic.Int64
+}
 
 func loadPages() (*pages, error) {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html")
@@ -47,7 +54,7 @@ func loadPages() (*pages, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pages{byName: map[string]*template.Template{}}
+	p := &pages{byName: map[string]*template.Template{}, size: map[string]*atomic.Int64{}}
 	for _, file := range names {
 		name := strings.TrimSuffix(strings.TrimPrefix(file, "templates/"), ".html")
 		if name == "layout" {
@@ -57,7 +64,7 @@ func loadPages() (*pages, error) {
 		if err != nil {
 			return nil, fmt.Errorf("web: parsing %s: %w", file, err)
 		}
-		p.byName[name] = t
+		p.byName[name], p.size[name] = t, new(atomic.Int64)
 	}
 	return p, nil
 }
@@ -180,11 +187,16 @@ var csrfSlot = randomToken()
 // prerender renders the content of the page called name, for any session.
 func (s *Server) prerender(name string, data any) (*prerendered, error) {
 	var buf bytes.Buffer
+	size := s.pages.size[name]
+	if last := size.Load(); last > 0 {
+		buf.Grow(int(last + last/8))
+	}
 	p := &page{Nav: name, ReadOnly: s.cfg.ReadOnly, Outbox: s.cfg.Outbox != nil, CSRF: csrfSlot, Data: data}
 	if err := s.pages.byName[name].ExecuteTemplate(&buf, "content", p); err != nil {
 		s.log.Error("http: rendering a page", "page", name, "err", s.redact(err.Error()))
 		return nil, baton.Errorf(baton.EINTERNAL, "the page did not render (see the daemon's log)")
 	}
+	size.Store(int64(buf.Len()))
 	return &prerendered{content: buf.Bytes()}, nil
 }
 

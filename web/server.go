@@ -137,12 +137,12 @@ func New(cfg Config) (*Server, error) {
 		s.fail(w, r, http.StatusForbidden, "cross-origin request refused: actions must come from the dashboard's own pages")
 	}))
 	s.overview = newShared(OverviewTTL, func(ctx context.Context) (*overviewRead, error) {
-		o, jobs, err := loadOverview(ctx, cfg.Schedule, cfg.Leaser, cfg.Outbox)
+		rd, err := loadOverview(ctx, cfg.Schedule, cfg.Leaser, cfg.Outbox)
 		if err != nil {
 			return nil, err
 		}
-		o.OutboxError = s.redact(o.OutboxError)
-		return &overviewRead{o: o, jobs: jobs}, nil
+		rd.o.OutboxError = s.redact(rd.o.OutboxError)
+		return rd, nil
 	})
 	s.firstPage = newShared(OverviewTTL, func(ctx context.Context) (*prerendered, error) {
 		return s.overviewContent(ctx, 1)

@@ -85,9 +85,9 @@ func severity(outcome string) int {
 // loadTimeline reads the job's ticks of the window ending at now. It reads
 // about as many as the schedule makes in the window, so a job every hour
 // costs a couple of dozen rows.
-func loadTimeline(ctx context.Context, sched *scheduler.Store, dj baton.DefinedJob, now time.Time, slots int) (*Timeline, error) {
-	limit := timelineLimit(dj.Job, now)
-	ticks, err := sched.Ticks(ctx, dj.Job.Name, limit)
+func loadTimeline(ctx context.Context, sched *scheduler.Store, j baton.Job, now time.Time, slots int) (*Timeline, error) {
+	limit := timelineLimit(j, now)
+	ticks, err := sched.Ticks(ctx, j.Name, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +127,12 @@ func timelineLimit(j baton.Job, now time.Time) int {
 // does: a job with more ticks than that since the window's start (a burst
 // of manual or backfill ticks) is read on its own, so that every timeline
 // is the one loadTimeline draws.
-func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.DefinedJob, now time.Time, slots int) (map[string]*Timeline, error) {
+func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.Job, now time.Time, slots int) (map[string]*Timeline, error) {
 	if len(jobs) == 0 {
 		return map[string]*Timeline{}, nil
 	}
 	frame := newTimeline(now, slots)
-	counts, err := sched.TimelineCounts(ctx, jobs[0].Job.Name, jobs[len(jobs)-1].Job.Name, frame.From, TimelineWindow/time.Duration(slots))
+	counts, err := sched.TimelineCounts(ctx, jobs[0].Name, jobs[len(jobs)-1].Name, frame.From, TimelineWindow/time.Duration(slots))
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,8 @@ func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.Def
 	}
 	out := make(map[string]*Timeline, len(jobs))
 	newest := make([]time.Time, slots) // of each slot's worst outcome
-	for _, dj := range jobs {
-		cs, limit := byJob[dj.Job.Name], timelineLimit(dj.Job, now)
+	for _, j := range jobs {
+		cs, limit := byJob[j.Name], timelineLimit(j, now)
 		n, oldest := 0, time.Time{}
 		for _, c := range cs {
 			n += c.Count
@@ -152,7 +152,7 @@ func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.Def
 			}
 		}
 		if n > limit {
-			if out[dj.Job.Name], err = loadTimeline(ctx, sched, dj, now, slots); err != nil {
+			if out[j.Name], err = loadTimeline(ctx, sched, j, now, slots); err != nil {
 				return nil, err
 			}
 			continue
@@ -176,7 +176,7 @@ func loadTimelines(ctx context.Context, sched *scheduler.Store, jobs []baton.Def
 			}
 		}
 		tl.Partial = n == limit && n > 0 && oldest.After(tl.From)
-		out[dj.Job.Name] = tl
+		out[j.Name] = tl
 	}
 	return out, nil
 }

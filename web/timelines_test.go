@@ -154,7 +154,7 @@ func TestOverviewTimelinesAtOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := loadTimeline(ctx, sched, *dj, o.Now, overviewSlots)
+		want, err := loadTimeline(ctx, sched, dj.Job, o.Now, overviewSlots)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,109 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/scheduler"
+	"github.com/batonhq/baton/sqlite"
+)
+
+// The dashboard keeps its overview read for the requests of a moment, and
+// reads it again each second: what one read holds is held all the time by a
+// daemon serving the dashboard (issue 18's memory target). It holds each
+// job's status and what a page's timelines need, not the job's definition
+// as listed too, which was two thirds of it.
+func TestOverviewReadHoldsLittle(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sched := scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
+	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3000
+	jobs := make([]baton.Job, n)
+	for i := range jobs {
+		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
+	}
+	if _, err := sched.Publish(ctx, jobs, "host-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	if _, err := loadOverview(ctx, sched, leaser, nil); err != nil { // warm: the store's own caches
+		t.Fatal(err)
+	}
+	before := heap()
+	rd, err := loadOverview(ctx, sched, leaser, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := heap() - before
+	if len(rd.o.Jobs) != n || len(rd.timelineJobs(0, 10)) != 10 {
+		t.Fatalf("%d jobs in the overview, want %d", len(rd.o.Jobs), n)
+	}
+	runtime.KeepAlive(rd)
+	per := held / n
+	t.Logf("an overview read of %d jobs holds %d bytes, %d a job (a status is %d bytes)", n, held, per, sizeofJobStatus)
+	if per > 2*sizeofJobStatus {
+		t.Errorf("an overview read holds %d bytes a job; a job's status is %d", per, sizeofJobStatus)
+	}
+}
+
+const sizeofJobStatus = uint64(unsafe.Sizeof(JobStatus{}))
+
+// A rendered page is kept for the requests of a moment: its buffer starts
+// at the last rendering's size, instead of doubling its way up and keeping
+// up to twice the page (a 200-job page of the overview is about 2.4 MB).
+func TestRenderedPageKeptAtItsSize(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sched := scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
+	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]baton.Job, OverviewPageSize)
+	for i := range jobs {
+		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
+	}
+	if _, err := sched.Publish(ctx, jobs, "host-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Schedule: sched, Leaser: leaser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		p, err := s.overviewContent(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rendering %d: %d bytes in a buffer of %d", i+1, len(p.content), cap(p.content))
+		if i > 0 && cap(p.content) > len(p.content)*5/4 {
+			t.Errorf("rendering %d: a page of %d bytes is kept in a buffer of %d", i+1, len(p.content), cap(p.content))
+		}
+	}
+}
