@@ -204,19 +204,20 @@ func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
 		ctx, cancel := context.WithTimeout(context.Background(), ScheduleTimeout)
 		r := scheduleRead{at: time.Now()}
 		r.now, r.err = src.store.Now(ctx)
-		var jobs []baton.DefinedJob
 		if r.err == nil {
-			jobs, r.err = src.store.JobSchedules(ctx) // no definitions: the series need none
+			// Each job's state as it is read: a listing of the jobs would
+			// hold 10,000 records five times the size at the scrape's height.
+			r.jobs = make([]jobState, 0, len(src.last.jobs))
+			r.err = src.store.EachJobSchedule(ctx, func(j *baton.DefinedJob) error {
+				r.jobs = append(r.jobs, jobState{name: j.Job.Name, definedAt: j.DefinedAt, lastSuccess: j.LastSuccess, nextTick: j.NextTick, paused: j.Paused})
+				return nil
+			})
 		}
 		if r.err == nil {
 			r.schema, r.err = src.store.SchemaVersion(ctx)
 		}
 		cancel()
 		r.took = time.Since(r.at)
-		r.jobs = make([]jobState, len(jobs))
-		for i, j := range jobs {
-			r.jobs[i] = jobState{name: j.Job.Name, definedAt: j.DefinedAt, lastSuccess: j.LastSuccess, nextTick: j.NextTick, paused: j.Paused}
-		}
 		src.last = r
 	}
 	r := src.last // never changed in place: a new read replaces it

@@ -259,3 +259,67 @@ func TestJobListingAllocatedOnce(t *testing.T) {
 		t.Errorf("listing %d jobs allocated %d bytes a job; a record is %d bytes", n, least/n, record)
 	}
 }
+
+// A reader that keeps little of each job (a /metrics scrape) reads them one
+// at a time into one record, and holds no listing at its height: reading
+// every job that way allocates at least a record (472 bytes) a job less
+// than listing them.
+func TestEachJobScheduleReusesOneRecord(t *testing.T) {
+	e := sqliteEnv(t)
+	ctx := context.Background()
+	const n = 3000
+	jobs := make([]baton.Job, n)
+	for i := range jobs {
+		jobs[i] = job(fmt.Sprintf("each-%05d", i), "*/5 * * * *", "true")
+	}
+	jobs[7].Timezone, jobs[7].DST = "Europe/Berlin", baton.DSTPolicy{Gap: baton.GapSkip, Repeat: baton.RepeatBoth}
+	if _, err := e.store.Publish(ctx, jobs, "host-a", nil); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := e.store.JobSchedules(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same jobs, in the same order.
+	i := 0
+	if err := e.store.EachJobSchedule(ctx, func(dj *baton.DefinedJob) error {
+		if !reflect.DeepEqual(*dj, listed[i]) {
+			t.Fatalf("job %d: read %+v, listed %+v", i, *dj, listed[i])
+		}
+		i++
+		return nil
+	}); err != nil || i != n {
+		t.Fatalf("%d jobs read, %v; want %d", i, err, n)
+	}
+	least := func(read func()) uint64 {
+		var most uint64 = 1 << 62
+		for range 3 {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			read()
+			runtime.ReadMemStats(&after)
+			most = min(most, after.TotalAlloc-before.TotalAlloc)
+		}
+		return most / n
+	}
+	list := least(func() {
+		if _, err := e.store.JobSchedules(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	names := make([]string, 0, n)
+	each := least(func() {
+		names = names[:0]
+		if err := e.store.EachJobSchedule(ctx, func(dj *baton.DefinedJob) error {
+			names = append(names, dj.Job.Name)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	record := uint64(unsafe.Sizeof(baton.DefinedJob{}))
+	t.Logf("bytes allocated a job: listing %d, one at a time %d (a record is %d)", list, each, record)
+	if each+record > list {
+		t.Errorf("reading one job at a time allocated %d bytes a job, listing them %d: want at least a record (%d) less", each, list, record)
+	}
+}

@@ -300,12 +300,29 @@ func (s *Store) LastTicks(ctx context.Context, dj *baton.DefinedJob) error {
 // of every job (status, the dashboard's overview, /metrics), which Jobs'
 // whole definitions made slow at 10,000 jobs.
 func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
+	first, fill := scheduleColumns()
+	return s.listJobs(ctx, "list_job_schedules", first, fill)
+}
+
+// EachJobSchedule reads what JobSchedules does, and gives each job to
+// yield as it is read instead of listing them: the record is overwritten
+// by the next job, so yield copies what it keeps. A reader that keeps
+// little of each job (a /metrics scrape) holds no listing of 10,000
+// definitions at its height. An error of yield ends the read.
+func (s *Store) EachJobSchedule(ctx context.Context, yield func(dj *baton.DefinedJob) error) error {
+	first, fill := scheduleColumns()
+	_, err := s.eachJob(ctx, "list_job_schedules", first, fill, yield)
+	return err
+}
+
+// scheduleColumns are list_job_schedules' first columns, and how a job
+// takes them.
+func scheduleColumns() ([]any, func(dj *baton.DefinedJob) error) {
 	var name, version, schedule string
 	var tz, gap, repeat, jitter sql.NullString
-	return s.listJobs(ctx, "list_job_schedules", []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter}, func(dj *baton.DefinedJob) error {
+	return []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter}, func(dj *baton.DefinedJob) error {
 		dj.Job.Name, dj.Version, dj.Job.Schedule = name, version, schedule
 		dj.Job.Timezone, dj.Job.DST.Gap, dj.Job.DST.Repeat = tz.String, gap.String, repeat.String
-		dj.Job.Jitter = 0
 		if jitter.Valid {
 			d, err := time.ParseDuration(jitter.String)
 			if err != nil {
@@ -314,7 +331,7 @@ func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
 			dj.Job.Jitter = baton.Duration(d)
 		}
 		return nil
-	})
+	}
 }
 
 // listJobs runs query, a listing of jobs whose first columns are scanned
@@ -327,22 +344,8 @@ func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
 // it is the listing, and no job is copied (the dashboard lists them each
 // second, and two copies of 10,000 were its read's height).
 func (s *Store) listJobs(ctx context.Context, query string, first []any, fill func(dj *baton.DefinedJob) error) ([]baton.DefinedJob, error) {
-	rows, err := s.db.QueryContext(ctx, s.query(query))
-	if err != nil {
-		return nil, s.translate(err, "listing jobs")
-	}
-	defer rows.Close()
-	var (
-		next, at, lastTick, lastSuccess dbTime
-		last                            sql.NullString
-		paused                          bool
-		pausedNote, definedBy           string
-		level                           int
-	)
-	dest := append(first, &next, &paused, &pausedNote, &definedBy, &at, &last, &lastTick, &lastSuccess, &level)
 	var chunks [][]baton.DefinedJob
-	n := 0
-	for rows.Next() {
+	n, err := s.eachJob(ctx, query, first, fill, func(dj *baton.DefinedJob) error {
 		if len(chunks) == 0 || len(chunks[len(chunks)-1]) == cap(chunks[len(chunks)-1]) {
 			size := min(1024, 64<<len(chunks))
 			if len(chunks) == 0 {
@@ -353,25 +356,11 @@ func (s *Store) listJobs(ctx context.Context, query string, first []any, fill fu
 			chunks = append(chunks, make([]baton.DefinedJob, 0, size))
 		}
 		c := &chunks[len(chunks)-1]
-		*c = append(*c, baton.DefinedJob{})
-		dj := &(*c)[len(*c)-1]
-		n++
-		if err := rows.Scan(dest...); err != nil {
-			return nil, s.translate(err, "listing jobs")
-		}
-		if err := fill(dj); err != nil {
-			return nil, err
-		}
-		dj.Paused, dj.PausedNote, dj.DefinedBy, dj.FeatureLevel = paused, pausedNote, definedBy, level
-		dj.NextTick, dj.DefinedAt = next.Time, at.Time
-		dj.LastOutcome, dj.LastTick, dj.LastSuccess = baton.Outcome(last.String), lastTick.Time, lastSuccess.Time
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.translate(err, "listing jobs")
-	}
-	s.listed.Store(int64(n))
-	if n == 0 {
-		return nil, nil
+		*c = append(*c, *dj)
+		return nil
+	})
+	if err != nil || n == 0 {
+		return nil, err
 	}
 	if len(chunks) == 1 {
 		return chunks[0], nil
@@ -381,6 +370,48 @@ func (s *Store) listJobs(ctx context.Context, query string, first []any, fill fu
 		out = append(out, c...)
 	}
 	return out, nil
+}
+
+// eachJob runs query as listJobs does, and gives each job to yield as it
+// is read, in one record that the next row overwrites. It returns how many
+// jobs it read.
+func (s *Store) eachJob(ctx context.Context, query string, first []any, fill, yield func(dj *baton.DefinedJob) error) (int, error) {
+	rows, err := s.db.QueryContext(ctx, s.query(query))
+	if err != nil {
+		return 0, s.translate(err, "listing jobs")
+	}
+	defer rows.Close()
+	var (
+		next, at, lastTick, lastSuccess dbTime
+		last                            sql.NullString
+		paused                          bool
+		pausedNote, definedBy           string
+		level                           int
+	)
+	dest := append(first, &next, &paused, &pausedNote, &definedBy, &at, &last, &lastTick, &lastSuccess, &level)
+	var dj baton.DefinedJob
+	n := 0
+	for rows.Next() {
+		n++
+		if err := rows.Scan(dest...); err != nil {
+			return n, s.translate(err, "listing jobs")
+		}
+		dj = baton.DefinedJob{}
+		if err := fill(&dj); err != nil {
+			return n, err
+		}
+		dj.Paused, dj.PausedNote, dj.DefinedBy, dj.FeatureLevel = paused, pausedNote, definedBy, level
+		dj.NextTick, dj.DefinedAt = next.Time, at.Time
+		dj.LastOutcome, dj.LastTick, dj.LastSuccess = baton.Outcome(last.String), lastTick.Time, lastSuccess.Time
+		if err := yield(&dj); err != nil {
+			return n, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return n, s.translate(err, "listing jobs")
+	}
+	s.listed.Store(int64(n))
+	return n, nil
 }
 
 // Version is a job's current version in the store.
