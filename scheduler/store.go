@@ -248,8 +248,7 @@ func (s *Store) Jobs(ctx context.Context) ([]baton.DefinedJob, error) {
 	var def []byte
 	out, err := s.listJobs(ctx, "list_jobs", []any{&name, &version, &def}, func(dj *baton.DefinedJob) error {
 		dj.Job.Name, dj.Version = name, version
-		defs = append(defs, def)
-		def = nil // rows.Scan copies into a nil slice: each job's own
+		defs = append(defs, def) // rows.Scan gives each row's bytes a slice of their own
 		return nil
 	})
 	if err != nil || len(out) == 0 {
