@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -198,5 +199,39 @@ func TestIsDSN(t *testing.T) {
 		if got := postgres.IsDSN(in); got != want {
 			t.Errorf("IsDSN(%q) = %v, want %v", in, got, want)
 		}
+	}
+}
+
+// LeasesNotFree lists what Leases says is held or expired, and nothing
+// free: the overview and 'baton status' read it instead of every job's
+// lease history.
+func TestLeasesNotFree(t *testing.T) {
+	t.Parallel()
+	db := open(t, pgtest.DSN(t))
+	l := postgres.NewLeaser(db)
+	ctx := context.Background()
+	leasetest.MustAcquire(t, l, "nf-held", time.Hour)
+	if err := l.Release(ctx, leasetest.MustAcquire(t, l, "nf-free", time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.MustAcquire(t, l, "nf-expired", time.Hour)
+	if _, err := db.Pool().Exec(ctx, "update baton.job_leases set lease_until = clock_timestamp() - interval '1 second' where job_key = 'nf-expired'"); err != nil {
+		t.Fatal(err)
+	}
+	states := func(ls []baton.Lease, err error) (out []string) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			out = append(out, l.Job+" "+string(l.State))
+		}
+		return out
+	}
+	all, notFree := states(l.Leases(ctx)), states(l.LeasesNotFree(ctx))
+	if want := []string{"nf-expired expired", "nf-free free", "nf-held held"}; !slices.Equal(all, want) {
+		t.Errorf("Leases: %q, want %q", all, want)
+	}
+	if want := []string{"nf-expired expired", "nf-held held"}; !slices.Equal(notFree, want) {
+		t.Errorf("LeasesNotFree: %q, want %q", notFree, want)
 	}
 }

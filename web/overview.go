@@ -141,9 +141,6 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		return nil, err
 	}
 	jobs := l.jobs
-	// A free lease is history ('baton leases' lists it), and a fleet has
-	// one for every job that ever ran.
-	leases = slices.DeleteFunc(leases, func(l baton.Lease) bool { return l.State == baton.LeaseFree })
 	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Daemons: daemons, Leases: leases}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}
@@ -245,11 +242,28 @@ func loadFleet(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser)
 	if now, err = sched.Now(ctx); err != nil {
 		return
 	}
-	if leases, err = leaser.Leases(ctx); err != nil {
+	if leases, err = leasesNotFree(ctx, leaser); err != nil {
 		return
 	}
 	schema, err = sched.SchemaVersion(ctx)
 	return
+}
+
+// NotFreeLister is a Leaser that lists the leases held or expired without
+// reading the free ones (postgres.Leaser).
+type NotFreeLister interface {
+	LeasesNotFree(ctx context.Context) ([]baton.Lease, error)
+}
+
+// leasesNotFree are the leases the overview shows: held or expired. A free
+// lease is history ('baton leases' lists it), and a fleet has one for every
+// job that ever ran; a store that can leave them out of its read does.
+func leasesNotFree(ctx context.Context, leaser baton.Leaser) ([]baton.Lease, error) {
+	if nf, ok := leaser.(NotFreeLister); ok {
+		return nf.LeasesNotFree(ctx)
+	}
+	leases, err := leaser.Leases(ctx)
+	return slices.DeleteFunc(leases, func(l baton.Lease) bool { return l.State == baton.LeaseFree }), err
 }
 
 func summarize(o *Overview) Summary {
