@@ -231,10 +231,7 @@ func TestJobListingAllocatedOnce(t *testing.T) {
 	e := sqliteEnv(t)
 	ctx := context.Background()
 	const n = 3000
-	jobs := make([]baton.Job, n)
-	for i := range jobs {
-		jobs[i] = job(fmt.Sprintf("list-%05d", i), "*/5 * * * *", "true")
-	}
+	jobs := numbered("list", n)
 	if _, err := e.store.Publish(ctx, jobs, "host-a", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -268,10 +265,7 @@ func TestEachJobScheduleReusesOneRecord(t *testing.T) {
 	e := sqliteEnv(t)
 	ctx := context.Background()
 	const n = 3000
-	jobs := make([]baton.Job, n)
-	for i := range jobs {
-		jobs[i] = job(fmt.Sprintf("each-%05d", i), "*/5 * * * *", "true")
-	}
+	jobs := numbered("each", n)
 	jobs[7].Timezone, jobs[7].DST = "Europe/Berlin", baton.DSTPolicy{Gap: baton.GapSkip, Repeat: baton.RepeatBoth}
 	if _, err := e.store.Publish(ctx, jobs, "host-a", nil); err != nil {
 		t.Fatal(err)
@@ -322,4 +316,13 @@ func TestEachJobScheduleReusesOneRecord(t *testing.T) {
 	if each+record > list {
 		t.Errorf("reading one job at a time allocated %d bytes a job, listing them %d: want at least a record (%d) less", each, list, record)
 	}
+}
+
+// numbered are n jobs every 5 minutes, named prefix-00000 and on.
+func numbered(prefix string, n int) []baton.Job {
+	jobs := make([]baton.Job, n)
+	for i := range jobs {
+		jobs[i] = job(fmt.Sprintf("%s-%05d", prefix, i), "*/5 * * * *", "true")
+	}
+	return jobs
 }

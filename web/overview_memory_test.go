@@ -18,6 +18,23 @@ import (
 	"github.com/batonhq/baton/sqlite"
 )
 
+// localStore is the embedded default's schedule and leases, in a temporary
+// directory.
+func localStore(t *testing.T) (*scheduler.Store, *flock.Leaser) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := sqlite.Open(context.Background(), filepath.Join(dir, "baton.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), leaser
+}
+
 // The dashboard keeps its overview read for the requests of a moment, and
 // reads it again each second: what one read holds is held all the time by a
 // daemon serving the dashboard (issue 18's memory target). It holds each
@@ -25,17 +42,7 @@ import (
 // as listed too, which was two thirds of it.
 func TestOverviewReadHoldsLittle(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sched := scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
-	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched, leaser := localStore(t)
 	const n = 3000
 	jobs := make([]baton.Job, n)
 	for i := range jobs {
@@ -78,17 +85,7 @@ const sizeofJobStatus = uint64(unsafe.Sizeof(JobStatus{}))
 // up to twice the page (a 200-job page of the overview is about 2.4 MB).
 func TestRenderedPageKeptAtItsSize(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sched := scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
-	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched, leaser := localStore(t)
 	jobs := make([]baton.Job, OverviewPageSize)
 	for i := range jobs {
 		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
@@ -140,17 +137,7 @@ func (l *notFreeLeaser) LeasesNotFree(ctx context.Context) ([]baton.Lease, error
 // status' on PostgreSQL.
 func TestOverviewAsksForLeasesNotFree(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "baton.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	sched := scheduler.NewStore(db.SQL(), scheduler.SQLite, "")
-	leaser, err := flock.Open(filepath.Join(dir, "locks"), flock.ScopeHost, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sched, leaser := localStore(t)
 	free := leasetest.MustAcquire(t, leaser, "free-job", time.Minute)
 	if err := leaser.Release(ctx, free); err != nil {
 		t.Fatal(err)
