@@ -335,13 +335,14 @@ func scheduleColumns() ([]any, func(dj *baton.DefinedJob) error) {
 
 // listJobs runs query, a listing of jobs whose first columns are scanned
 // into first and then taken into each job by fill, and whose last nine are
-// list_jobs'. The destinations are made once for all rows: made for each
-// row, they were a third of what a listing allocated. The jobs are gathered in chunks and copied once into a slice
-// of their number: appending 10,000 of them one by one copied them again
-// at each growth, a third of the listing's CPU. The first chunk is as long
-// as the last listing, with room for a few more: when the jobs fit in it,
-// it is the listing, and no job is copied (the dashboard lists them each
-// second, and two copies of 10,000 were its read's height).
+// list_jobs' (eachJob). The destinations are made once for all rows: made
+// for each row, they were a third of what a listing allocated. The jobs are
+// gathered in chunks and copied once into a slice of their number:
+// appending 10,000 of them one by one copied them again at each growth, a
+// third of the listing's CPU. The first chunk is as long as the last
+// listing, with room for a few more: when the jobs fit in it, it is the
+// listing, and no job is copied (the dashboard lists them each second, and
+// two copies of 10,000 were its read's height).
 func (s *Store) listJobs(ctx context.Context, query string, first []any, fill func(dj *baton.DefinedJob) error) ([]baton.DefinedJob, error) {
 	var chunks [][]baton.DefinedJob
 	n, err := s.eachJob(ctx, query, first, fill, func(dj *baton.DefinedJob) error {
