@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/par"
 	"golang.org/x/sys/unix"
 )
 
@@ -565,37 +566,55 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		return ls
 	}
 
+	// Each lock file is opened, read and judged on its own, so the files are
+	// read on every core: a host whose 10,000 jobs each ran once has 10,000
+	// of them, and reading them one after the other was 450 ms of a 500 ms
+	// 'baton status'.
+	type found struct {
+		ls baton.Lease
+		id fileID
+		ok bool
+	}
+	files := make([]found, len(entries))
+	par.For(len(entries), 128, func(lo, hi int) {
+		buf := make([]byte, maxStateSize+1)
+		for i, e := range entries[lo:hi] {
+			job, ok := strings.CutSuffix(e.Name(), ".lock")
+			if !ok || !e.Type().IsRegular() {
+				continue
+			}
+			// O_NONBLOCK: a FIFO put in place since ReadDir must not hang us.
+			f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+			if err != nil {
+				continue // removed by hand since ReadDir
+			}
+			st, serr := readStateWith(f, buf)
+			var fs unix.Stat_t
+			ferr := unix.Fstat(int(f.Fd()), &fs)
+			f.Close()
+			if ferr != nil || serr != nil && fs.Mode&unix.S_IFMT != unix.S_IFREG {
+				continue
+			}
+			id := fileID{uint64(fs.Dev), fs.Ino}
+			ls := lease(job, st, id)
+			if serr != nil {
+				// Listed, not hidden: baton run refuses the job until an
+				// operator mends the file, and this is where they look.
+				ls.Problem = fmt.Sprintf("lock file damaged (%v): the job is refused until it holds the job's last token", serr)
+				if ls.State == baton.LeaseFree {
+					ls.State = baton.LeaseExpired // not free: nobody can take it
+				}
+			}
+			files[lo+i] = found{ls, id, true}
+		}
+	})
 	var out []baton.Lease
 	listed := map[fileID]bool{}
-	for _, e := range entries {
-		job, ok := strings.CutSuffix(e.Name(), ".lock")
-		if !ok || !e.Type().IsRegular() {
-			continue
+	for _, f := range files {
+		if f.ok {
+			listed[f.id] = true
+			out = append(out, f.ls)
 		}
-		// O_NONBLOCK: a FIFO put in place since ReadDir must not hang us.
-		f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
-		if err != nil {
-			continue // removed by hand since ReadDir
-		}
-		st, serr := readState(f)
-		var fs unix.Stat_t
-		ferr := unix.Fstat(int(f.Fd()), &fs)
-		f.Close()
-		if ferr != nil || serr != nil && fs.Mode&unix.S_IFMT != unix.S_IFREG {
-			continue
-		}
-		id := fileID{uint64(fs.Dev), fs.Ino}
-		listed[id] = true
-		ls := lease(job, st, id)
-		if serr != nil {
-			// Listed, not hidden: baton run refuses the job until an
-			// operator mends the file, and this is where they look.
-			ls.Problem = fmt.Sprintf("lock file damaged (%v): the job is refused until it holds the job's last token", serr)
-			if ls.State == baton.LeaseFree {
-				ls.State = baton.LeaseExpired // not free: nobody can take it
-			}
-		}
-		out = append(out, ls)
 	}
 
 	// Flocked files open in the directory but no longer at their path.

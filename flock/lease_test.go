@@ -290,6 +290,54 @@ func TestLeasesListsDamagedLockFile(t *testing.T) {
 	}
 }
 
+// Leases reads a directory of many lock files on every core: each job once,
+// in order, each with its own state, the damaged and the held among them.
+func TestLeasesOfManyLockFiles(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	dir := t.TempDir()
+	l, err := flock.Open(dir, "host", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 700
+	want := make([]string, n)
+	for i := range n {
+		job := fmt.Sprintf("job-%03d", i)
+		switch {
+		case i == 350:
+			if err := os.WriteFile(filepath.Join(dir, job+".lock"), []byte(`{"token":50,"token":2}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want[i] = job + " expired damaged"
+		case i == 123:
+			term := leasetest.MustAcquire(t, l, job, time.Minute)
+			defer l.Release(ctx, term)
+			want[i] = job + " held"
+		default:
+			if err := l.Release(ctx, leasetest.MustAcquire(t, l, job, time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			want[i] = job + " free"
+		}
+	}
+	leases, err := l.Leases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, 0, len(leases))
+	for _, ls := range leases {
+		line := ls.Job + " " + string(ls.State)
+		if strings.Contains(ls.Problem, "damaged") {
+			line += " damaged"
+		}
+		got = append(got, line)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("listed %d leases:\n%s\nwant %d:\n%s", len(got), strings.Join(got, "\n"), n, strings.Join(want, "\n"))
+	}
+}
+
 // A fence file is read as strictly as a lock file: damage is refused, never
 // read as "no write seen yet".
 func TestDamagedFenceFileRefused(t *testing.T) {

@@ -45,7 +45,12 @@ var stateFields = func() map[string]bool {
 
 // readState reads and checks the record of a lock or fence file.
 func readState(f *os.File) (state, error) {
-	buf := make([]byte, maxStateSize+1)
+	return readStateWith(f, make([]byte, maxStateSize+1))
+}
+
+// readStateWith is readState reading into buf, maxStateSize+1 bytes long,
+// which a reader of many lock files uses for each of them.
+func readStateWith(f *os.File, buf []byte) (state, error) {
 	n, err := f.ReadAt(buf, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return state{}, err
