@@ -249,9 +249,9 @@ func loadFleet(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser)
 	return
 }
 
-// NotFreeLister is a Leaser that lists the leases held or expired without
+// notFreeLister is a Leaser that lists the leases held or expired without
 // reading the free ones (postgres.Leaser).
-type NotFreeLister interface {
+type notFreeLister interface {
 	LeasesNotFree(ctx context.Context) ([]baton.Lease, error)
 }
 
@@ -259,7 +259,7 @@ type NotFreeLister interface {
 // lease is history ('baton leases' lists it), and a fleet has one for every
 // job that ever ran; a store that can leave them out of its read does.
 func leasesNotFree(ctx context.Context, leaser baton.Leaser) ([]baton.Lease, error) {
-	if nf, ok := leaser.(NotFreeLister); ok {
+	if nf, ok := leaser.(notFreeLister); ok {
 		return nf.LeasesNotFree(ctx)
 	}
 	leases, err := leaser.Leases(ctx)

@@ -35,6 +35,18 @@ func localStore(t *testing.T) (*scheduler.Store, *flock.Leaser) {
 	return scheduler.NewStore(db.SQL(), scheduler.SQLite, ""), leaser
 }
 
+// publishHourly publishes n jobs, each hourly at its own minute.
+func publishHourly(t *testing.T, sched *scheduler.Store, n int) {
+	t.Helper()
+	jobs := make([]baton.Job, n)
+	for i := range jobs {
+		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
+	}
+	if _, err := sched.Publish(context.Background(), jobs, "host-a", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The dashboard keeps its overview read for the requests of a moment, and
 // reads it again each second: what one read holds is held all the time by a
 // daemon serving the dashboard (issue 18's memory target). It holds each
@@ -44,13 +56,7 @@ func TestOverviewReadHoldsLittle(t *testing.T) {
 	ctx := context.Background()
 	sched, leaser := localStore(t)
 	const n = 3000
-	jobs := make([]baton.Job, n)
-	for i := range jobs {
-		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
-	}
-	if _, err := sched.Publish(ctx, jobs, "host-a", nil); err != nil {
-		t.Fatal(err)
-	}
+	publishHourly(t, sched, n)
 	heap := func() uint64 {
 		runtime.GC()
 		runtime.GC()
@@ -86,13 +92,7 @@ const sizeofJobStatus = uint64(unsafe.Sizeof(JobStatus{}))
 func TestRenderedPageKeptAtItsSize(t *testing.T) {
 	ctx := context.Background()
 	sched, leaser := localStore(t)
-	jobs := make([]baton.Job, OverviewPageSize)
-	for i := range jobs {
-		jobs[i] = baton.Job{Name: fmt.Sprintf("job-%05d", i), Schedule: fmt.Sprintf("%d * * * *", i%60), Command: []string{"true"}}
-	}
-	if _, err := sched.Publish(ctx, jobs, "host-a", nil); err != nil {
-		t.Fatal(err)
-	}
+	publishHourly(t, sched, OverviewPageSize)
 	s, err := New(Config{Schedule: sched, Leaser: leaser})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestRenderedPageKeptAtItsSize(t *testing.T) {
 }
 
 // PostgreSQL's leaser lists its leases not free in SQL.
-var _ NotFreeLister = (*postgres.Leaser)(nil)
+var _ notFreeLister = (*postgres.Leaser)(nil)
 
 // notFreeLeaser is a Leaser that can list its leases not free, as
 // PostgreSQL's can (postgres.Leaser.LeasesNotFree), counting which listing

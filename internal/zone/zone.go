@@ -29,12 +29,6 @@ var (
 // Load is time.LoadLocation, sharing each zone's *time.Location (which is
 // safe for concurrent use) among its callers for TTL. Errors are not kept.
 func Load(name string) (*time.Location, error) {
-	switch name {
-	case "", "UTC":
-		return time.UTC, nil
-	case "Local":
-		return time.Local, nil
-	}
 	now := time.Now()
 	mu.Lock()
 	e, ok := loaded[name]
