@@ -480,3 +480,67 @@ values ('a', gen_random_uuid(), clock_timestamp(), 7),
 		t.Fatalf("takeover of a after the upgrade: token %d, want 8", a.Token)
 	}
 }
+
+// A term granted on a new row (the job's row deleted after the fenced
+// transaction read it) comes after the old term's fenced write commits,
+// as a takeover of the row does. Today the delete waits for the fenced
+// transaction's row lock; any cheaper lock for the fence (one tried for
+// issue 20 took none on the row) must keep the new row waiting too.
+func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
+	t.Parallel()
+	db := openWide(t, pgtest.DSN(t))
+	l := postgres.NewLeaser(db)
+	ctx := context.Background()
+	if _, err := db.Pool().Exec(ctx, "create table results (job text, token bigint)"); err != nil {
+		t.Fatal(err)
+	}
+	for i, way := range fenceWays {
+		t.Run(way.name, func(t *testing.T) {
+			job := fmt.Sprintf("job-%d", i)
+			old := leasetest.MustAcquire(t, l, job, time.Minute)
+			tx, err := db.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			if err := way.fence(ctx, tx, job, old.Token); err != nil {
+				t.Fatalf("fence of the current term: %v", err)
+			}
+			if _, err := tx.Exec(ctx, "insert into results values ($1, $2)", job, old.Token); err != nil {
+				t.Fatal(err)
+			}
+			granted := make(chan baton.Grant, 1)
+			go func() {
+				// The delete may wait for the fenced transaction (a row
+				// lock) or not; the new term must wait either way.
+				if _, err := db.Pool().Exec(ctx, "delete from baton.job_leases where job_key = $1", job); err != nil {
+					t.Errorf("delete: %v", err)
+				}
+				g, err := l.Acquire(ctx, baton.AcquireRequest{Job: job, TTL: time.Minute, Owner: "00000000-0000-4000-8000-000000000002"})
+				if err != nil {
+					t.Errorf("acquire after the delete: %v", err)
+				}
+				granted <- g
+			}()
+			for !waitingOnLock(t, db, "job_leases") && !waitingOnLock(t, db, "insert into") {
+				select {
+				case g := <-granted:
+					t.Fatalf("new term %+v granted while a fenced transaction of the old term was open", g.Term)
+				default:
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatalf("commit of the fenced transaction: %v", err)
+			}
+			g := <-granted
+			if g.Busy() || g.Term.Token <= old.Token {
+				t.Fatalf("new term: %+v, want a token above %d", g, old.Token)
+			}
+			err = inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
+			if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
+				way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
+				t.Fatalf("fence of the old term after the new term: %v, want fenced", err)
+			}
+		})
+	}
+}
