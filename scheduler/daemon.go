@@ -62,8 +62,7 @@ type Daemon struct {
 	heldMu      sync.Mutex
 	held        map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
 	mu          sync.Mutex
-	file        map[string]baton.Job // this daemon's job file, by name
-	versions    map[string]string    // … and each job's version
+	versions    map[string]string    // this daemon's job file: each job's version, by name (not the definitions: the store's are scheduled)
 	pruned      string               // the last job pruned: pruning goes round the jobs a page at a time
 	drift       map[string]string    // drift last reported, by job
 	gated       map[string]string    // jobs above this daemon's feature level, as last reported
@@ -209,9 +208,13 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	d.defaults()
 	d.mu.Lock()
 	var removed []string
-	if d.file != nil {
-		for name := range d.file {
-			if !slices.ContainsFunc(jobs, func(j baton.Job) bool { return j.Name == name }) {
+	if d.versions != nil {
+		named := make(map[string]bool, len(jobs))
+		for _, j := range jobs {
+			named[j.Name] = true
+		}
+		for name := range d.versions {
+			if !named[name] {
 				removed = append(removed, name)
 			}
 		}
@@ -229,15 +232,14 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	if err != nil {
 		return err
 	}
-	file, versions := map[string]baton.Job{}, map[string]string{}
+	versions := make(map[string]string, len(jobs))
 	for _, j := range jobs {
-		file[j.Name] = j.WithDefaults()
 		versions[j.Name] = j.Version()
 	}
 	d.mu.Lock()
-	d.file, d.versions = file, versions
+	d.versions = versions
 	d.mu.Unlock()
-	d.observer().JobsLoaded(slices.Sorted(maps.Keys(file)))
+	d.observer().JobsLoaded(slices.Sorted(maps.Keys(versions)))
 	for _, name := range changed {
 		d.Log.Info("job definition written to the store", "job", name, "version", versions[name])
 	}
@@ -273,16 +275,16 @@ func (d *Daemon) checkDrift(ctx context.Context) error {
 	d.checkLevels(stored)
 	now := map[string]string{}
 	for name, sv := range stored {
-		fj, ok := d.file[name]
+		fv, ok := d.versions[name]
 		switch {
 		case !ok:
 			now[name] = "in the store but not in this daemon's job file"
-		case d.versions[name] != sv.Version:
+		case fv != sv.Version:
 			now[name] = fmt.Sprintf("this daemon's job file has version %s, the store has %s (written by %s at %s); scheduling the store's",
-				fj.Version(), sv.Version, sv.DefinedBy, sv.DefinedAt.Format(time.RFC3339))
+				fv, sv.Version, sv.DefinedBy, sv.DefinedAt.Format(time.RFC3339))
 		}
 	}
-	for name := range d.file {
+	for name := range d.versions {
 		if _, ok := stored[name]; !ok {
 			now[name] = "in this daemon's job file but removed from the store"
 		}
