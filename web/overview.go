@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -114,56 +115,92 @@ func LoadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 
 // loadOverview is LoadOverview without timelines, with what the timelines
 // of a page of its jobs need.
+//
+// The job listing is most of the time (a row a job, with what judges its
+// schedule of its definition: JobSchedules); the other reads (and the
+// outbox's) go on beside it, on another connection of the pool. Each job's
+// status is made as its row is read, and the few fields that judge it
+// beyond the status are kept aside until the fleet's read is in: a listing
+// of the definitions first held 10,000 of them at once beside the
+// statuses, which was the height of the read.
 func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leaser, ob Outbox) (*overviewRead, error) {
-	// The job listing is most of the time (a row a job, with what judges
-	// its schedule of its definition: JobSchedules); the other reads (and
-	// the outbox's) go on beside it, on another connection of the pool.
-	type listing struct {
-		jobs []baton.DefinedJob
-		err  error
+	type fleetRead struct {
+		daemons []scheduler.DaemonInfo
+		drift   map[string][]string
+		now     time.Time
+		leases  []baton.Lease
+		schema  int
+		err     error
+		ob      *outbox.Status
+		obErr   error
 	}
-	listed := make(chan listing, 1)
+	fleet := make(chan fleetRead, 1)
 	go func() {
-		jobs, err := sched.JobSchedules(ctx)
-		listed <- listing{jobs, err}
+		var f fleetRead
+		f.daemons, f.drift, f.now, f.leases, f.schema, f.err = loadFleet(ctx, sched, leaser)
+		if f.err == nil && ob != nil {
+			f.ob, f.obErr = ob.Status(ctx)
+		}
+		fleet <- f
 	}()
-	daemons, drift, now, leases, schema, err := loadFleet(ctx, sched, leaser)
-	var obStatus *outbox.Status
-	var obErr error
-	if err == nil && ob != nil {
-		obStatus, obErr = ob.Status(ctx)
+	// judged is what judges a job's schedule beyond its status.
+	type judged struct {
+		definedAt time.Time
+		jitter    baton.Duration
 	}
-	l := <-listed
-	if l.err != nil {
-		return nil, l.err
+	hint := int(overviewJobs.Load())
+	statuses, dst, aside := make([]JobStatus, 0, hint), make([]baton.DSTPolicy, 0, hint), make([]judged, 0, hint)
+	listErr := sched.EachJobSchedule(ctx, func(dj *baton.DefinedJob) error {
+		statuses = append(statuses, JobStatus{
+			Name: dj.Job.Name, Schedule: dj.Job.Schedule, Timezone: dj.Job.Timezone, Version: dj.Version,
+			NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
+			Paused: dj.Paused, PausedNote: dj.PausedNote, FeatureLevel: dj.FeatureLevel,
+		})
+		dst = append(dst, dj.Job.DST)
+		aside = append(aside, judged{dj.DefinedAt, dj.Job.Jitter})
+		return nil
+	})
+	f := <-fleet
+	if listErr != nil {
+		return nil, listErr
 	}
-	if err != nil {
-		return nil, err
+	if f.err != nil {
+		return nil, f.err
 	}
-	jobs := l.jobs
-	o := &Overview{Now: now, Store: leaser.Info(), SchemaVersion: schema, Daemons: daemons, Leases: leases}
+	overviewJobs.Store(int64(len(statuses)))
+	o := &Overview{Now: f.now, Store: leaser.Info(), SchemaVersion: f.schema, Daemons: f.daemons, Leases: f.leases, Jobs: statuses}
 	if o.Daemons == nil {
 		o.Daemons = []scheduler.DaemonInfo{}
 	}
 	if o.Leases == nil {
 		o.Leases = []baton.Lease{}
 	}
-	o.Jobs = make([]JobStatus, len(jobs))
-	dst := make([]baton.DSTPolicy, len(jobs))
-	par.For(len(jobs), 256, func(lo, hi int) {
+	if o.Jobs == nil {
+		o.Jobs = []JobStatus{}
+	}
+	par.For(len(o.Jobs), 256, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			o.Jobs[i] = jobStatus(jobs[i], daemons, drift[jobs[i].Job.Name], now)
-			dst[i] = jobs[i].Job.DST
+			js := &o.Jobs[i]
+			dj := baton.DefinedJob{
+				Job:     baton.Job{Name: js.Name, Schedule: js.Schedule, Timezone: js.Timezone, DST: dst[i], Jitter: aside[i].jitter},
+				Version: js.Version, NextTick: js.NextTick, LastOutcome: js.LastOutcome, LastTick: js.LastTick, LastSuccess: js.LastSuccess,
+				Paused: js.Paused, PausedNote: js.PausedNote, FeatureLevel: js.FeatureLevel, DefinedAt: aside[i].definedAt,
+			}
+			*js = jobStatus(dj, f.daemons, f.drift[js.Name], f.now)
 		}
 	})
 	if ob != nil {
-		if o.Outbox = obStatus; obErr != nil {
-			o.Outbox, o.OutboxError = nil, obErr.Error()
+		if o.Outbox = f.ob; f.obErr != nil {
+			o.Outbox, o.OutboxError = nil, f.obErr.Error()
 		}
 	}
 	o.Summary = summarize(o)
 	return &overviewRead{o: o, dst: dst}, nil
 }
+
+// overviewJobs is how many jobs the last overview read had: the next one
+// makes its slices that size at once, rather than grow them job by job.
+var overviewJobs atomic.Int64
 
 // overviewRead is the overview as the dashboard reads it once for the
 // requests of a moment: without timelines, which are drawn a page at a
