@@ -149,6 +149,7 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		jitter    baton.Duration
 	}
 	hint := int(overviewJobs.Load())
+	hint += hint/16 + 16 // a few jobs more than last time: no doubling
 	statuses, dst, aside := make([]JobStatus, 0, hint), make([]baton.DSTPolicy, 0, hint), make([]judged, 0, hint)
 	listErr := sched.EachJobSchedule(ctx, func(dj *baton.DefinedJob) error {
 		statuses = append(statuses, JobStatus{
@@ -175,9 +176,6 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 	if o.Leases == nil {
 		o.Leases = []baton.Lease{}
 	}
-	if o.Jobs == nil {
-		o.Jobs = []JobStatus{}
-	}
 	par.For(len(o.Jobs), 256, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			js := &o.Jobs[i]
@@ -199,7 +197,8 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 }
 
 // overviewJobs is how many jobs the last overview read had: the next one
-// makes its slices that size at once, rather than grow them job by job.
+// makes its slices about that size at once, rather than grow them (and
+// copy them) job by job.
 var overviewJobs atomic.Int64
 
 // overviewRead is the overview as the dashboard reads it once for the
