@@ -195,9 +195,10 @@ func TestOverviewReadListsNoDefinitions(t *testing.T) {
 	per := (after.TotalAlloc - before.TotalAlloc) / n
 	t.Logf("an overview read of %d jobs allocated %d bytes a job (a status is %d bytes, a definition %d)", n, per, sizeofJobStatus, unsafe.Sizeof(baton.DefinedJob{}))
 	// Read with a listing first: 1,520 bytes a job. As the rows come:
-	// about 1,020 (the status and what is kept aside, about 320 bytes,
-	// the compiled schedule's garbage about 500, the driver's rows).
-	if per > 1200 {
-		t.Errorf("an overview read allocated %d bytes a job, want at most 1,200: are the definitions listed before their statuses are made?", per)
+	// about 1,120 (the status and what is kept aside, about 320 bytes and
+	// a sixteenth more for the jobs a next read may have, the compiled
+	// schedule's garbage about 500, the driver's rows).
+	if per > 1300 {
+		t.Errorf("an overview read allocated %d bytes a job, want at most 1,300: are the definitions listed before their statuses are made?", per)
 	}
 }
