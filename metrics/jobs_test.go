@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/memtest"
 	"github.com/batonhq/baton/metrics"
 	"github.com/batonhq/baton/scheduler"
 	dto "github.com/prometheus/client_model/go"
@@ -20,13 +21,7 @@ import (
 )
 
 // liveHeap is the heap in use after a full collection.
-func liveHeap() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
-}
+func liveHeap() uint64 { return memtest.LiveHeap() }
 
 func jobNames(n int) []string {
 	out := make([]string, n)

@@ -60,6 +60,23 @@ var fenceWays = []struct {
 	}},
 }
 
+// fencedTx begins a transaction at iso and fences it with token for job,
+// the way fence does; the test fails if the fence refuses, and the
+// transaction is rolled back when the (sub)test ends unless committed.
+func fencedTx(t *testing.T, db *postgres.DB, iso pgx.TxIsoLevel, fence func(ctx context.Context, tx pgx.Tx, job string, token any) error, job string, token int64) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if err := fence(ctx, tx, job, token); err != nil {
+		t.Fatalf("fence of the current term: %v", err)
+	}
+	return tx
+}
+
 func sqlState(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -195,14 +212,7 @@ func TestFenceLeaseDoesNotBlockRenewal(t *testing.T) {
 		t.Run(way.name, func(t *testing.T) {
 			job := fmt.Sprintf("job-%d", i)
 			term := leasetest.MustAcquire(t, l, job, time.Minute)
-			tx, err := db.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			if err := way.fence(ctx, tx, job, term.Token); err != nil {
-				t.Fatalf("fence of the current term: %v", err)
-			}
+			tx := fencedTx(t, db, pgx.ReadCommitted, way.fence, job, term.Token)
 			renewed := make(chan error, 1)
 			go func() { renewed <- l.Renew(ctx, term) }()
 			if err := done(t, db, renewed, "returning lease_until", "renewal"); err != nil {
@@ -272,14 +282,7 @@ func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", way.name, iso), func(t *testing.T) {
 				job := fmt.Sprintf("job-%d-%s", i, strings.ReplaceAll(string(iso), " ", "-"))
 				old := leasetest.MustAcquire(t, l, job, 100*time.Millisecond)
-				tx, err := db.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer tx.Rollback(ctx)
-				if err := way.fence(ctx, tx, job, old.Token); err != nil {
-					t.Fatalf("fence of the current term: %v", err)
-				}
+				tx := fencedTx(t, db, iso, way.fence, job, old.Token)
 				if _, err := tx.Exec(ctx, "insert into results values ($1, $2)", job, old.Token); err != nil {
 					t.Fatal(err)
 				}
@@ -311,7 +314,7 @@ func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 				if g.Busy() || g.Term.Token != old.Token+1 {
 					t.Fatalf("takeover: %+v, want token %d", g, old.Token+1)
 				}
-				err = inTx(ctx, db, iso, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
+				err := inTx(ctx, db, iso, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
 				if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
 					way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
 					t.Fatalf("fence of the old term after the takeover: %v, want fenced", err)
@@ -498,14 +501,7 @@ func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
 		t.Run(way.name, func(t *testing.T) {
 			job := fmt.Sprintf("job-%d", i)
 			old := leasetest.MustAcquire(t, l, job, time.Minute)
-			tx, err := db.Pool().Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			if err := way.fence(ctx, tx, job, old.Token); err != nil {
-				t.Fatalf("fence of the current term: %v", err)
-			}
+			tx := fencedTx(t, db, pgx.ReadCommitted, way.fence, job, old.Token)
 			if _, err := tx.Exec(ctx, "insert into results values ($1, $2)", job, old.Token); err != nil {
 				t.Fatal(err)
 			}
@@ -536,7 +532,7 @@ func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
 			if g.Busy() || g.Term.Token <= old.Token {
 				t.Fatalf("new term: %+v, want a token above %d", g, old.Token)
 			}
-			err = inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
+			err := inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
 			if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
 				way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
 				t.Fatalf("fence of the old term after the new term: %v, want fenced", err)

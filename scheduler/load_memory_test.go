@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/batonhq/baton/internal/memtest"
 	"github.com/batonhq/baton/scheduler"
 )
 
@@ -21,13 +22,6 @@ func TestLoadedDaemonKeepsVersionsOnly(t *testing.T) {
 		jobs[i].Dir = "/srv/reports"
 	}
 	ctx := context.Background()
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	// A first daemon publishes the file; the second, measured, finds it
 	// published, as the fleet's other daemons do.
 	first := &scheduler.Daemon{Store: e.store, Leaser: e.leaser(t), ID: "first", Host: "first", Config: "test.yaml"}
@@ -35,11 +29,11 @@ func TestLoadedDaemonKeepsVersionsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &scheduler.Daemon{Store: e.store, Leaser: e.leaser(t), ID: "held", Host: "held", Config: "test.yaml"}
-	before := heap()
+	before := memtest.LiveHeap()
 	if err := d.Load(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	held := int64(heap()) - int64(before)
+	held := int64(memtest.LiveHeap()) - int64(before)
 	runtime.KeepAlive(jobs) // counted in both: what Load added is measured
 	runtime.KeepAlive(d)
 	runtime.KeepAlive(first)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
+	"github.com/batonhq/baton/internal/memtest"
 	"github.com/batonhq/baton/internal/leasetest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
@@ -57,22 +58,15 @@ func TestOverviewReadHoldsLittle(t *testing.T) {
 	sched, leaser := localStore(t)
 	const n = 3000
 	publishHourly(t, sched, n)
-	heap := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapAlloc
-	}
 	if _, err := loadOverview(ctx, sched, leaser, nil); err != nil { // warm: the store's own caches
 		t.Fatal(err)
 	}
-	before := heap()
+	before := memtest.LiveHeap()
 	rd, err := loadOverview(ctx, sched, leaser, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := heap() - before
+	held := memtest.LiveHeap() - before
 	if len(rd.o.Jobs) != n || len(rd.timelineJobs(0, 10)) != 10 {
 		t.Fatalf("%d jobs in the overview, want %d", len(rd.o.Jobs), n)
 	}
