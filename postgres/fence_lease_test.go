@@ -77,6 +77,43 @@ func fencedTx(t *testing.T, db *postgres.DB, iso pgx.TxIsoLevel, fence func(ctx 
 	return tx
 }
 
+// grantAfterCommit waits until the acquisition in flight (its grant comes
+// on granted) waits for a lock, in a statement containing one of substrs,
+// and fails the test if it is granted first; then it commits tx, the
+// fenced transaction of the old term, and returns the grant.
+func grantAfterCommit(t *testing.T, db *postgres.DB, tx pgx.Tx, granted <-chan baton.Grant, substrs ...string) baton.Grant {
+	t.Helper()
+	waiting := func() bool {
+		for _, s := range substrs {
+			if waitingOnLock(t, db, s) {
+				return true
+			}
+		}
+		return false
+	}
+	for !waiting() {
+		select {
+		case g := <-granted:
+			t.Fatalf("term %+v granted while a fenced transaction of the old term was open", g.Term)
+		default:
+		}
+	}
+	if err := tx.Commit(context.Background()); err != nil {
+		t.Fatalf("commit of the fenced transaction: %v", err)
+	}
+	return <-granted
+}
+
+// wantStale fails the test unless err is the refusal of a stale token by
+// the fence way named way (the SQL function's SQLSTATE, or EFENCED).
+func wantStale(t *testing.T, way string, err error, what string) {
+	t.Helper()
+	if way != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
+		way == "baton.fence_lease" && sqlState(err) != "BF001" {
+		t.Fatalf("%s: %v, want fenced", what, err)
+	}
+}
+
 func sqlState(err error) string {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -300,25 +337,12 @@ func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 					}
 					granted <- g
 				}()
-				for !waitingOnLock(t, db, "insert into") {
-					select {
-					case g := <-granted:
-						t.Fatalf("takeover %+v done while a fenced transaction of the old term was open", g.Term)
-					default:
-					}
-				}
-				if err := tx.Commit(ctx); err != nil {
-					t.Fatalf("commit of the fenced transaction: %v", err)
-				}
-				g := <-granted
+				g := grantAfterCommit(t, db, tx, granted, "insert into")
 				if g.Busy() || g.Term.Token != old.Token+1 {
 					t.Fatalf("takeover: %+v, want token %d", g, old.Token+1)
 				}
 				err := inTx(ctx, db, iso, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
-				if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
-					way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
-					t.Fatalf("fence of the old term after the takeover: %v, want fenced", err)
-				}
+				wantStale(t, way.name, err, "fence of the old term after the takeover")
 				var n int
 				db.Pool().QueryRow(ctx, "select count(*) from results where job = $1", job).Scan(&n)
 				if n != 1 {
@@ -518,25 +542,12 @@ func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
 				}
 				granted <- g
 			}()
-			for !waitingOnLock(t, db, "job_leases") && !waitingOnLock(t, db, "insert into") {
-				select {
-				case g := <-granted:
-					t.Fatalf("new term %+v granted while a fenced transaction of the old term was open", g.Term)
-				default:
-				}
-			}
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatalf("commit of the fenced transaction: %v", err)
-			}
-			g := <-granted
+			g := grantAfterCommit(t, db, tx, granted, "job_leases", "insert into")
 			if g.Busy() || g.Term.Token <= old.Token {
 				t.Fatalf("new term: %+v, want a token above %d", g, old.Token)
 			}
 			err := inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, job, old.Token) })
-			if way.name != "baton.fence_lease" && baton.ErrorCode(err) != baton.EFENCED ||
-				way.name == "baton.fence_lease" && sqlState(err) != "BF001" {
-				t.Fatalf("fence of the old term after the new term: %v, want fenced", err)
-			}
+			wantStale(t, way.name, err, "fence of the old term after the new term")
 		})
 	}
 }

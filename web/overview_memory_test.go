@@ -48,6 +48,18 @@ func publishHourly(t *testing.T, sched *scheduler.Store, n int) {
 	}
 }
 
+// warmStore is a local store of n hourly jobs, read once by the overview
+// (the store's own caches warm), for a test that measures the next read.
+func warmStore(t *testing.T, n int) (*scheduler.Store, *flock.Leaser) {
+	t.Helper()
+	sched, leaser := localStore(t)
+	publishHourly(t, sched, n)
+	if _, err := loadOverview(context.Background(), sched, leaser, nil); err != nil {
+		t.Fatal(err)
+	}
+	return sched, leaser
+}
+
 // The dashboard keeps its overview read for the requests of a moment, and
 // reads it again each second: what one read holds is held all the time by a
 // daemon serving the dashboard (issue 18's memory target). It holds each
@@ -55,12 +67,8 @@ func publishHourly(t *testing.T, sched *scheduler.Store, n int) {
 // as listed too, which was two thirds of it.
 func TestOverviewReadHoldsLittle(t *testing.T) {
 	ctx := context.Background()
-	sched, leaser := localStore(t)
 	const n = 3000
-	publishHourly(t, sched, n)
-	if _, err := loadOverview(ctx, sched, leaser, nil); err != nil { // warm: the store's own caches
-		t.Fatal(err)
-	}
+	sched, leaser := warmStore(t, n)
 	before := memtest.LiveHeap()
 	rd, err := loadOverview(ctx, sched, leaser, nil)
 	if err != nil {
@@ -169,12 +177,8 @@ func TestOverviewAsksForLeasesNotFree(t *testing.T) {
 // and the --http daemon's peak memory came from the reads' height.
 func TestOverviewReadListsNoDefinitions(t *testing.T) {
 	ctx := context.Background()
-	sched, leaser := localStore(t)
 	const n = 3000
-	publishHourly(t, sched, n)
-	if _, err := loadOverview(ctx, sched, leaser, nil); err != nil { // warm: the store's own caches
-		t.Fatal(err)
-	}
+	sched, leaser := warmStore(t, n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
