@@ -2,10 +2,12 @@ package metrics
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"io"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,30 +21,76 @@ import (
 // registry into a protobuf message before it writes the first byte: some
 // 100 MB for those, all live at once, which is most of the daemon's peak
 // memory. So they are kept in a registry of their own (jobReg), and in the
-// text format, which Prometheus scrapes by default, Handler writes them a
-// family at a time and a chunk of jobs at a time (streamFamilies): a
-// scrape then holds a few hundred series at once. A scraper that asks for
-// protobuf gets the whole gather, as before.
+// text format, which Prometheus scrapes by default, Handler writes them
+// itself as they come (streamFamilies): no metric object, label pair or
+// protobuf message is made for them. Made and converted a chunk at a time,
+// as they were, a scrape of 10,000 jobs allocated over 100 MB of garbage.
+// A scraper that asks for protobuf gets the whole gather, as before.
 
 // family is one metric family of a jobSource: its Desc for the registry,
-// and its name, help and type for the streamed text.
+// and its name, help, type and label names for the streamed text.
 type family struct {
 	name, help string
 	typ        dto.MetricType
+	labels     []string // sorted, as client_golang sorts a series' label pairs
 	desc       *prometheus.Desc
 }
 
 func newFamily(name, help string, typ dto.MetricType, labels ...string) *family {
-	return &family{name: name, help: help, typ: typ, desc: prometheus.NewDesc(name, help, labels, nil)}
+	if !slices.IsSorted(labels) {
+		panic("metrics: the labels of " + name + " are not in order")
+	}
+	return &family{name: name, help: help, typ: typ, labels: labels, desc: prometheus.NewDesc(name, help, labels, nil)}
 }
 
 // jobSource makes series labelled by job, a family at a time.
 type jobSource interface {
 	families() []*family
 	// scrape takes what one scrape shows (a read of the store, the jobs
-	// to render), and returns what sends one family's series of it. It
-	// sends f's series in order of job, each family's once.
-	scrape() (emit func(f *family, send func(prometheus.Metric)))
+	// to render), and returns what sends one family's series of it to
+	// out. It sends f's series in order of job, each family's once.
+	scrape() (emit func(f *family, out *seriesOut))
+}
+
+// seriesOut is where a jobSource sends one family's series: to the
+// registry as prometheus.Metric values (send), or written as text (text).
+type seriesOut struct {
+	f    *family
+	send func(prometheus.Metric)
+	text *textWriter
+}
+
+// sample sends one series of a counter or gauge: labels are the values of
+// the family's labels, in order.
+func (o *seriesOut) sample(v float64, labels ...string) {
+	if o.text != nil {
+		o.text.sample(o.f, "", labels, "", v)
+		return
+	}
+	typ := prometheus.GaugeValue
+	if o.f.typ == dto.MetricType_COUNTER {
+		typ = prometheus.CounterValue
+	}
+	o.send(prometheus.MustNewConstMetric(o.f.desc, typ, v, slices.Clone(labels)...))
+}
+
+// histogram sends one series of a histogram: cumulative[i] observations
+// were at most bounds[i], count in all, summing to sum.
+func (o *seriesOut) histogram(count uint64, sum float64, bounds []float64, cumulative []uint64, labels ...string) {
+	if o.text != nil {
+		for i, b := range bounds {
+			o.text.sample(o.f, "_bucket", labels, formatFloat(o.text.le[:0], b), float64(cumulative[i]))
+		}
+		o.text.sample(o.f, "_bucket", labels, "+Inf", float64(count))
+		o.text.sample(o.f, "_sum", labels, "", sum)
+		o.text.sample(o.f, "_count", labels, "", float64(count))
+		return
+	}
+	cum := make(map[float64]uint64, len(bounds))
+	for i, b := range bounds {
+		cum[b] = cumulative[i]
+	}
+	o.send(prometheus.MustNewConstHistogram(o.f.desc, count, sum, cum, slices.Clone(labels)...))
 }
 
 // sourceCollector is a jobSource as a prometheus.Collector, for the
@@ -58,62 +106,132 @@ func (c sourceCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c sourceCollector) Collect(ch chan<- prometheus.Metric) {
 	emit := c.src.scrape()
 	for _, f := range c.src.families() {
-		emit(f, func(m prometheus.Metric) { ch <- m })
+		emit(f, &seriesOut{f: f, send: func(m prometheus.Metric) { ch <- m }})
 	}
 }
 
-// streamChunk is how many series streamFamilies turns into text at once.
-const streamChunk = 512
+// textWriter writes series in the text exposition format, as expfmt does
+// (TestStreamedTextIsExpfmts holds them to the same bytes): a family's
+// HELP and TYPE before its first series, none for a family without any.
+type textWriter struct {
+	w      io.Writer
+	buf    []byte
+	le     []byte // a bucket's bound, formatted
+	headed *family
+	err    error
+}
+
+// textFlushAt is how much text is gathered before it is written out.
+const textFlushAt = 32 << 10
+
+func (t *textWriter) sample(f *family, suffix string, labels []string, le string, v float64) {
+	if t.err != nil {
+		return
+	}
+	b := t.buf
+	if t.headed != f {
+		t.headed = f
+		b = append(b, "# HELP "...)
+		b = append(b, f.name...)
+		b = append(b, ' ')
+		b = appendEscaped(b, f.help, false)
+		b = append(b, "\n# TYPE "...)
+		b = append(b, f.name...)
+		b = append(b, ' ')
+		b = append(b, strings.ToLower(f.typ.String())...)
+		b = append(b, '\n')
+	}
+	b = append(b, f.name...)
+	b = append(b, suffix...)
+	if len(labels) > 0 || le != "" {
+		b = append(b, '{')
+		for i, v := range labels {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, f.labels[i]...)
+			b = append(b, '=', '"')
+			b = appendEscaped(b, v, true)
+			b = append(b, '"')
+		}
+		if le != "" {
+			if len(labels) > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `le="`...)
+			b = append(b, le...)
+			b = append(b, '"')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ' ')
+	b = appendFloat(b, v)
+	b = append(b, '\n')
+	t.buf = b
+	if len(t.buf) >= textFlushAt {
+		t.flush()
+	}
+}
+
+func (t *textWriter) flush() {
+	if t.err == nil && len(t.buf) > 0 {
+		_, t.err = t.w.Write(t.buf)
+	}
+	t.buf = t.buf[:0]
+}
+
+// appendFloat formats v as expfmt does.
+func appendFloat(b []byte, v float64) []byte {
+	switch {
+	case v == 1:
+		return append(b, '1')
+	case v == 0:
+		return append(b, '0')
+	case v == -1:
+		return append(b, "-1"...)
+	case math.IsNaN(v):
+		return append(b, "NaN"...)
+	case math.IsInf(v, +1):
+		return append(b, "+Inf"...)
+	case math.IsInf(v, -1):
+		return append(b, "-Inf"...)
+	}
+	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// formatFloat is appendFloat into scratch, as a string.
+func formatFloat(scratch []byte, v float64) string { return string(appendFloat(scratch, v)) }
+
+// appendEscaped escapes s as the text format wants: a backslash and a
+// newline in HELP, and a double quote too in a label's value.
+func appendEscaped(b []byte, s string, quoted bool) []byte {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			b = append(b, `\\`...)
+		case c == '\n':
+			b = append(b, `\n`...)
+		case c == '"' && quoted:
+			b = append(b, `\"`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return b
+}
 
 // streamFamilies writes the sources' families in the text format, each
-// family's header once, its series streamChunk at a time.
+// series as it is made.
 func streamFamilies(w io.Writer, sources []jobSource) error {
-	var buf bytes.Buffer
-	chunk := make([]*dto.Metric, 0, streamChunk)
+	t := &textWriter{w: w, buf: make([]byte, 0, textFlushAt+4<<10), le: make([]byte, 0, 32)}
 	for _, src := range sources {
 		emit := src.scrape()
 		for _, f := range src.families() {
-			first := true
-			var err error
-			flush := func() {
-				if len(chunk) == 0 || err != nil {
-					return
-				}
-				mf := &dto.MetricFamily{Name: &f.name, Type: &f.typ, Metric: chunk}
-				if first {
-					mf.Help = &f.help
-				}
-				buf.Reset()
-				if _, err = expfmt.MetricFamilyToText(&buf, mf); err != nil {
-					return
-				}
-				out := buf.Bytes()
-				if !first { // the "# TYPE" line: the family's header is written
-					out = out[bytes.IndexByte(out, '\n')+1:]
-				}
-				first = false
-				_, err = w.Write(out)
-				chunk = chunk[:0]
-			}
-			emit(f, func(m prometheus.Metric) {
-				if err != nil {
-					return
-				}
-				d := &dto.Metric{}
-				if err = m.Write(d); err != nil {
-					return
-				}
-				if chunk = append(chunk, d); len(chunk) == streamChunk {
-					flush()
-				}
-			})
-			flush()
-			if err != nil {
-				return err
-			}
+			emit(f, &seriesOut{f: f, text: t})
 		}
 	}
-	return nil
+	t.flush()
+	return t.err
 }
 
 // serve answers one scrape: the text format streamed (the registry's

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -123,7 +122,7 @@ func (c jobCollector) families() []*family { return jobFamilies }
 // scrape lists the jobs; emit copies the numbers of a batch of them at a
 // time under the lock (the scheduler's observer takes it too, and a scrape
 // must not hold it for long), then renders them.
-func (c jobCollector) scrape() func(*family, func(prometheus.Metric)) {
+func (c jobCollector) scrape() func(*family, *seriesOut) {
 	m := c.m
 	m.mu.Lock()
 	names := make([]string, 0, len(m.jobs))
@@ -134,7 +133,7 @@ func (c jobCollector) scrape() func(*family, func(prometheus.Metric)) {
 	sort.Strings(names)
 	const batch = 256
 	snap := make([]jobSeries, 0, batch)
-	return func(f *family, send func(prometheus.Metric)) {
+	return func(f *family, out *seriesOut) {
 		for chunk := range slices.Chunk(names, batch) {
 			snap = snap[:0]
 			m.mu.Lock()
@@ -155,7 +154,7 @@ func (c jobCollector) scrape() func(*family, func(prometheus.Metric)) {
 			}
 			m.mu.Unlock()
 			for i, name := range chunk {
-				emitJob(f, send, name, &snap[i])
+				emitJob(f, out, name, &snap[i])
 			}
 		}
 	}
@@ -173,10 +172,10 @@ func cloneMap[V any](in map[string]V) map[string]V {
 }
 
 // emitJob sends job's series of family f.
-func emitJob(f *family, send func(prometheus.Metric), job string, s *jobSeries) {
+func emitJob(f *family, out *seriesOut, job string, s *jobSeries) {
 	counter := func(v uint64, labels ...string) {
 		if v > 0 || s.inFile {
-			send(prometheus.MustNewConstMetric(f.desc, prometheus.CounterValue, float64(v), labels...))
+			out.sample(float64(v), labels...)
 		}
 	}
 	switch f {
@@ -199,21 +198,21 @@ func emitJob(f *family, send func(prometheus.Metric), job string, s *jobSeries) 
 		counter(s.lost, job)
 	case runsInProgressFamily:
 		if s.inFile || s.progressShown {
-			send(prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(s.inProgress), job))
+			out.sample(float64(s.inProgress), job)
 		}
 	case tokenFamily:
 		for _, lease := range slices.Sorted(maps.Keys(s.tokens)) {
-			send(prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, float64(s.tokens[lease]), job, lease))
+			out.sample(float64(s.tokens[lease]), job, lease)
 		}
 	case runDurationFamily:
 		if h := s.durations; h != nil {
-			cum := make(map[float64]uint64, len(h.buckets))
+			var cum [len(runDurationBucketsArr)]uint64
 			var n uint64
-			for i, b := range runDurationBucketsArr {
+			for i := range runDurationBucketsArr {
 				n += h.buckets[i]
-				cum[b] = n
+				cum[i] = n
 			}
-			send(prometheus.MustNewConstHistogram(f.desc, h.count, h.sum, cum, job))
+			out.histogram(h.count, h.sum, runDurationBucketsArr[:], cum[:], job)
 		}
 	}
 }

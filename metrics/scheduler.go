@@ -8,7 +8,6 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/scheduler"
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -197,7 +196,7 @@ type scheduleCollector struct{ m *Metrics }
 func (c scheduleCollector) families() []*family { return scheduleFamilies }
 
 // scrape reads the store (or takes the read it shares), and emits from it.
-func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
+func (c scheduleCollector) scrape() func(*family, *seriesOut) {
 	src := c.m.schedule.Load()
 	src.mu.Lock()
 	if !c.m.shared(src.last.at) {
@@ -222,18 +221,15 @@ func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
 	}
 	r := src.last // never changed in place: a new read replaces it
 	src.mu.Unlock()
-	gauge := func(send func(prometheus.Metric), f *family, v float64, labels ...string) {
-		send(prometheus.MustNewConstMetric(f.desc, prometheus.GaugeValue, v, labels...))
-	}
-	return func(f *family, send func(prometheus.Metric)) {
+	return func(f *family, out *seriesOut) {
 		switch f {
 		case scheduleScrapeFamily:
-			gauge(send, f, r.took.Seconds())
+			out.sample(r.took.Seconds())
 		case scheduleUpFamily:
-			gauge(send, f, float64(btoi(r.err == nil)))
+			out.sample(float64(btoi(r.err == nil)))
 		case schemaVersionFamily:
 			if r.err == nil {
-				gauge(send, f, float64(r.schema))
+				out.sample(float64(r.schema))
 			}
 		}
 		if r.err != nil {
@@ -246,21 +242,21 @@ func (c scheduleCollector) scrape() func(*family, func(prometheus.Metric)) {
 				if !j.lastSuccess.IsZero() {
 					since = r.now.Sub(j.lastSuccess)
 				}
-				gauge(send, f, max(since, 0).Seconds(), j.name)
+				out.sample(max(since, 0).Seconds(), j.name)
 			case lastSuccessFamily:
 				last := 0.0
 				if !j.lastSuccess.IsZero() {
 					last = unixSeconds(j.lastSuccess)
 				}
-				gauge(send, f, last, j.name)
+				out.sample(last, j.name)
 			case pausedFamily:
-				gauge(send, f, float64(btoi(j.paused)), j.name)
+				out.sample(float64(btoi(j.paused)), j.name)
 			case overdueFamily:
 				overdue := time.Duration(0)
 				if !j.paused && !j.nextTick.IsZero() {
 					overdue = max(r.now.Sub(j.nextTick), 0)
 				}
-				gauge(send, f, overdue.Seconds(), j.name)
+				out.sample(overdue.Seconds(), j.name)
 			}
 		}
 	}
