@@ -35,7 +35,7 @@ const (
 // logs it; GOMEMLIMIT in env is kept.
 func setMemoryLimit(log *slog.Logger, getenv func(string) string, maxConcurrent int) {
 	if v := getenv("GOMEMLIMIT"); v != "" {
-		log.Info("memory limit", "memory_limit", debug.SetMemoryLimit(-1), "set_by", "GOMEMLIMIT")
+		log.Info("memory limit", "memory_limit_bytes", debug.SetMemoryLimit(-1), "set_by", "GOMEMLIMIT")
 		return
 	}
 	runtime.GC()
@@ -47,6 +47,6 @@ func setMemoryLimit(log *slog.Logger, getenv func(string) string, maxConcurrent 
 	}
 	limit := max(memoryFloor, memoryPerLive*live) + int64(maxConcurrent)*memoryPerRun
 	debug.SetMemoryLimit(limit)
-	log.Info("memory limit", "memory_limit", limit, "live_heap", live,
+	log.Info("memory limit", "memory_limit_bytes", limit, "live_heap_bytes", live,
 		"set_by", "baton: the jobs loaded and --max-concurrent (GOMEMLIMIT overrides)")
 }

@@ -56,7 +56,7 @@ jobs:
 			if limit < tc.lo || limit > tc.hi {
 				t.Fatalf("the daemon's memory limit is %d bytes (%.1f MiB), want %d to %d", limit, float64(limit)/mib, tc.lo, tc.hi)
 			}
-			if !strings.Contains(d.logText(t), fmt.Sprintf(`"memory_limit":%d`, limit)) {
+			if !strings.Contains(d.logText(t), fmt.Sprintf(`"memory_limit_bytes":%d`, limit)) {
 				t.Errorf("the daemon does not log its memory limit (%d):\n%s", limit, tail(d.logText(t)))
 			}
 			if c := d.stop(t); c != 0 {
