@@ -16,10 +16,10 @@ import (
 // twice what was live at the last collection, and a dashboard read or a
 // /metrics scrape holds for a moment several times what the daemon holds
 // at rest (10,000 jobs: 5 MB at rest, 14 MB during a read of the
-// overview): a daemon of 10,000 jobs serving the dashboard peaked at 58-60
-// MB resident, 48.5 with this limit, for 5 % more CPU over the reads
-// (docs/BENCHMARKS.md). At rest the limit is far above the heap and
-// changes nothing.
+// overview): a daemon of 10,000 jobs serving the dashboard peaked at 58-66
+// MB resident, 48-49.5 with this limit, for more CPU while the reads last
+// (docs/BENCHMARKS.md, issue 18's seventh and eighth passes). At rest the
+// limit is far above the heap and changes nothing.
 //
 // The limit is soft: a daemon that needs more than it goes on, and the
 // runtime spends at most half the CPU on collections to stay near it; the
