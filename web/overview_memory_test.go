@@ -12,8 +12,8 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/flock"
-	"github.com/batonhq/baton/internal/memtest"
 	"github.com/batonhq/baton/internal/leasetest"
+	"github.com/batonhq/baton/internal/memtest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
