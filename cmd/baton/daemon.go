@@ -72,8 +72,8 @@ connections: on PostgreSQL the daemon holds up to --db-max-conns plus
 --http-db-max-conns connections, and one more for the relay's LISTEN.
 
 Memory: after loading its job file (and after each reload) the daemon sets
-the Go runtime's soft memory limit to 28 MiB, or 5 times the heap it holds
-then if more, plus 64 KiB per --max-concurrent run, and logs it ("memory
+the Go runtime's soft memory limit to 16 MiB, or 4 times the heap it holds
+then if more, plus 256 KiB per --max-concurrent run, and logs it ("memory
 limit"). It keeps the peak of dashboard reads and scrapes near what they
 hold, for more CPU while they last. GOMEMLIMIT, when set, is kept instead
 (GOMEMLIMIT=off, or a large value, trades memory back for CPU).

@@ -28,7 +28,7 @@ jobs:
 		lo, hi int64
 	}{
 		{"default", nil, nil, 32 * mib, 32 * mib},
-		{"runs", nil, []string{"--max-concurrent", "1000"}, 28*mib + 1000*64<<10, 28*mib + 1000*64<<10},
+		{"runs", nil, []string{"--max-concurrent", "1000"}, 16*mib + 1000*256<<10, 16*mib + 1000*256<<10},
 		{"GOMEMLIMIT", []string{"GOMEMLIMIT=100MiB"}, nil, 100 * mib, 100 * mib},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
