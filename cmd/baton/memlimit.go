@@ -15,7 +15,7 @@ import (
 // Why. With the garbage collector's default target alone, the heap grows to
 // twice what was live at the last collection, and a dashboard read or a
 // /metrics scrape holds for a moment several times what the daemon holds
-// at rest (10,000 jobs: 5 MB at rest, 14 MB during a read of the
+// at rest (10,000 jobs: 4.3 MB at rest, 14 MB during a read of the
 // overview): a daemon of 10,000 jobs serving the dashboard peaked at 58-66
 // MB resident, 48-49.5 with this limit, for more CPU while the reads last
 // (docs/BENCHMARKS.md, issue 18's seventh and eighth passes). At rest the
@@ -24,11 +24,12 @@ import (
 // The limit is soft: a daemon that needs more than it goes on, and the
 // runtime spends at most half the CPU on collections to stay near it; the
 // share of runs and of what was loaded keeps a daemon with many jobs or
-// many runs at once well clear of that. A run costs the daemon about 150
-// KB (its output's copy buffers, goroutines, a thread waiting for the
-// guard): 1,000 `sleep 20` at once held an 83 MB heap, and at 64 KiB a run
-// the limit had the runtime collect all the time (271 collections in 52 s
-// against 24 without a limit); at 256 KiB, 26 (bench/connections.sh).
+// many runs at once well clear of that. A run costs the daemon about 83 KB
+// of heap (its output's copy buffers, its goroutines) and more beside it (a
+// thread waiting for the guard): 1,000 `sleep 20` at once held an 83 MB
+// heap, and at 64 KiB a run the limit had the runtime collect all the time
+// (271 collections in 52 s against 24 without a limit); at 256 KiB, 26
+// (bench/connections.sh).
 const (
 	memoryFloor   = 16 << 20
 	memoryPerLive = 4
