@@ -79,7 +79,7 @@ func (o *seriesOut) sample(v float64, labels ...string) {
 func (o *seriesOut) histogram(count uint64, sum float64, bounds []float64, cumulative []uint64, labels ...string) {
 	if o.text != nil {
 		for i, b := range bounds {
-			o.text.sample(o.f, "_bucket", labels, formatFloat(o.text.le[:0], b), float64(cumulative[i]))
+			o.text.sample(o.f, "_bucket", labels, o.text.bound(b), float64(cumulative[i]))
 		}
 		o.text.sample(o.f, "_bucket", labels, "+Inf", float64(count))
 		o.text.sample(o.f, "_sum", labels, "", sum)
@@ -116,9 +116,20 @@ func (c sourceCollector) Collect(ch chan<- prometheus.Metric) {
 type textWriter struct {
 	w      io.Writer
 	buf    []byte
-	le     []byte // a bucket's bound, formatted
+	les    map[float64]string // buckets' bounds, formatted once a scrape
 	headed *family
 	err    error
+}
+
+// bound is b formatted as a bucket's le label: the same few bounds come for
+// every job, so each is formatted once.
+func (t *textWriter) bound(b float64) string {
+	le, ok := t.les[b]
+	if !ok {
+		le = string(appendFloat(nil, b))
+		t.les[b] = le
+	}
+	return le
 }
 
 // textFlushAt is how much text is gathered before it is written out.
@@ -199,9 +210,6 @@ func appendFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
-// formatFloat is appendFloat into scratch, as a string.
-func formatFloat(scratch []byte, v float64) string { return string(appendFloat(scratch, v)) }
-
 // appendEscaped escapes s as the text format wants: a backslash and a
 // newline in HELP, and a double quote too in a label's value.
 func appendEscaped(b []byte, s string, quoted bool) []byte {
@@ -223,7 +231,7 @@ func appendEscaped(b []byte, s string, quoted bool) []byte {
 // streamFamilies writes the sources' families in the text format, each
 // series as it is made.
 func streamFamilies(w io.Writer, sources []jobSource) error {
-	t := &textWriter{w: w, buf: make([]byte, 0, textFlushAt+4<<10), le: make([]byte, 0, 32)}
+	t := &textWriter{w: w, buf: make([]byte, 0, textFlushAt+4<<10), les: map[float64]string{}}
 	for _, src := range sources {
 		emit := src.scrape()
 		for _, f := range src.families() {

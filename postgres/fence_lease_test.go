@@ -77,6 +77,23 @@ func fencedTx(t *testing.T, db *postgres.DB, iso pgx.TxIsoLevel, fence func(ctx 
 	return tx
 }
 
+// acquireLater runs first (when not nil), then a contender's acquisition
+// of job, in the background; its grant comes on the channel returned.
+func acquireLater(t *testing.T, l *postgres.Leaser, job, what string, first func()) <-chan baton.Grant {
+	granted := make(chan baton.Grant, 1)
+	go func() {
+		if first != nil {
+			first()
+		}
+		g, err := l.Acquire(context.Background(), baton.AcquireRequest{Job: job, TTL: time.Minute, Owner: "00000000-0000-4000-8000-000000000002"})
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		granted <- g
+	}()
+	return granted
+}
+
 // grantAfterCommit waits until the acquisition in flight (its grant comes
 // on granted) waits for a lock, in a statement containing one of substrs,
 // and fails the test if it is granted first; then it commits tx, the
@@ -329,14 +346,7 @@ func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				granted := make(chan baton.Grant, 1)
-				go func() {
-					g, err := l.Acquire(ctx, baton.AcquireRequest{Job: job, TTL: time.Minute, Owner: "00000000-0000-4000-8000-000000000002"})
-					if err != nil {
-						t.Errorf("takeover: %v", err)
-					}
-					granted <- g
-				}()
+				granted := acquireLater(t, l, job, "takeover", nil)
 				g := grantAfterCommit(t, db, tx, granted, "insert into")
 				if g.Busy() || g.Term.Token != old.Token+1 {
 					t.Fatalf("takeover: %+v, want token %d", g, old.Token+1)
@@ -529,19 +539,13 @@ func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
 			if _, err := tx.Exec(ctx, "insert into results values ($1, $2)", job, old.Token); err != nil {
 				t.Fatal(err)
 			}
-			granted := make(chan baton.Grant, 1)
-			go func() {
-				// The delete may wait for the fenced transaction (a row
-				// lock) or not; the new term must wait either way.
+			// The delete may wait for the fenced transaction (a row lock) or
+			// not; the new term must wait either way.
+			granted := acquireLater(t, l, job, "acquire after the delete", func() {
 				if _, err := db.Pool().Exec(ctx, "delete from baton.job_leases where job_key = $1", job); err != nil {
 					t.Errorf("delete: %v", err)
 				}
-				g, err := l.Acquire(ctx, baton.AcquireRequest{Job: job, TTL: time.Minute, Owner: "00000000-0000-4000-8000-000000000002"})
-				if err != nil {
-					t.Errorf("acquire after the delete: %v", err)
-				}
-				granted <- g
-			}()
+			})
 			g := grantAfterCommit(t, db, tx, granted, "job_leases", "insert into")
 			if g.Busy() || g.Term.Token <= old.Token {
 				t.Fatalf("new term: %+v, want a token above %d", g, old.Token)
