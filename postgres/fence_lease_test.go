@@ -30,8 +30,10 @@ func openWide(t *testing.T, dsn string) *postgres.DB {
 }
 
 // fenceWays are the spellings of the same-database fence: the Go wrapper,
-// the same check queued in the batch of the write it fences, and the SQL
-// function that a shell job calls through psql.
+// the same check queued in the batch of the write it fences, the check in
+// the write's own statement (ExecFenced; here a statement that reads the
+// fence and writes nothing, so that the tests can write after it), and the
+// SQL function that a shell job calls through psql.
 var fenceWays = []struct {
 	name  string
 	fence func(ctx context.Context, tx pgx.Tx, job string, token any) error
@@ -53,6 +55,14 @@ var fenceWays = []struct {
 			return err
 		}
 		return tx.SendBatch(ctx, &b).Close()
+	}},
+	{"ExecFenced", func(ctx context.Context, tx pgx.Tx, job string, token any) error {
+		tok, ok := token.(int64)
+		if !ok {
+			return errors.New("the Go wrapper cannot be given a NULL token")
+		}
+		_, err := postgres.ExecFenced(ctx, tx, "", job, tok, "select fencing_token from baton_fence")
+		return err
 	}},
 	{"baton.fence_lease", func(ctx context.Context, tx pgx.Tx, job string, token any) error {
 		_, err := tx.Exec(ctx, "select baton.fence_lease($1, $2::bigint)", job, token)
@@ -207,7 +217,7 @@ func TestFenceLeaseRefusesNeverIssuedTokens(t *testing.T) {
 		for _, tok := range []int64{term.Token + 1, math.MaxInt64} {
 			err := inTx(ctx, db, pgx.ReadCommitted, func(tx pgx.Tx) error { return way.fence(ctx, tx, "job", tok) })
 			switch way.name {
-			case "FenceLease", "QueueFenceLease":
+			case "FenceLease", "QueueFenceLease", "ExecFenced":
 				if baton.ErrorCode(err) != baton.EFENCED || !strings.Contains(err.Error(), "never issued") {
 					t.Errorf("%s with token %d above the current term %d: %v, want fenced: never issued", way.name, tok, term.Token, err)
 				}

@@ -74,10 +74,11 @@ committed writes per second (one insert per transaction, into its table
 bench_fence_results) by --clients concurrent writers of one job, with no
 fence, with the same-database fence (postgres.FenceLease), with that
 fence queued in the write's own batch (postgres.QueueFenceLease, no round
-trip of its own) and with the high-water fence (postgres.Fence, one
-resource: it serialises writers). The four take turns in quarter-second
-slices until each has had --duration, so that ratios hold on a machine
-whose speed drifts.
+trip of its own), with the fence in the write's own statement
+(postgres.ExecFenced, no statement of its own) and with the high-water
+fence (postgres.Fence, one resource: it serialises writers). The five
+take turns in quarter-second slices until each has had --duration, so
+that ratios hold on a machine whose speed drifts.
 
 bench leases:
 Measures acquire+release cycles per second against the store in use (in

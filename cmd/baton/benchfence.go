@@ -16,7 +16,7 @@ import (
 
 // FenceBenchResult is one measured configuration of `baton bench fence`.
 type FenceBenchResult struct {
-	Fence    string  `json:"fence"` // none, lease, lease-batch, highwater
+	Fence    string  `json:"fence"` // none, lease, lease-batch, lease-statement, highwater
 	Clients  int     `json:"clients"`
 	Writes   int     `json:"writes"`
 	Errors   int     `json:"errors"`
@@ -58,6 +58,7 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 	defer db.Pool().Exec(context.WithoutCancel(ctx), "drop table if exists "+table)
 	token := g.Term.Token
 	insert := "insert into " + table + " (token) values ($1)"
+	fencedInsert := "insert into " + table + " (token) select $1 from " + postgres.FenceRelation
 
 	// write is one transaction of a writer in mode: one insert, fenced as
 	// the mode says.
@@ -77,6 +78,10 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 				}
 				b.Queue(insert, token)
 				return tx.SendBatch(ctx, &b).Close()
+			case "lease-statement":
+				// The fence in the insert itself: no statement of its own.
+				_, err := postgres.ExecFenced(ctx, tx, db.Schema(), "bench-fence", token, fencedInsert, token)
+				return err
 			case "highwater":
 				if err := postgres.Fence(ctx, tx, db.Schema(), "bench-fence", token); err != nil {
 					return err
@@ -89,7 +94,7 @@ func (c *BenchCommand) fence(ctx context.Context, fs *flagSet) error {
 	// The modes take turns in slices of a quarter second until each has
 	// had --duration, so that a machine whose speed drifts (a neighbour,
 	// the disk) weighs on every mode alike and the ratios hold.
-	modes := []string{"none", "lease", "lease-batch", "highwater"}
+	modes := []string{"none", "lease", "lease-batch", "lease-statement", "highwater"}
 	const slice = 250 * time.Millisecond
 	var results []FenceBenchResult
 	for _, n := range clients {

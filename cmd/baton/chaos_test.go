@@ -39,10 +39,12 @@ import (
 
 // Fence modes of the chaos writer.
 const (
-	fenceLease     = "lease"     // postgres.FenceLease on the job's lease row
-	fenceHighWater = "highwater" // postgres.Fence on a high-water mark
-	fenceNone      = "none"      // the control: no fence at all
-	fencePut       = "put"       // baton put of a file, high-water mark in the local store
+	fenceLease = "lease" // postgres.FenceLease on the job's lease row
+	// postgres.ExecFenced: the same check in the insert's own statement.
+	fenceLeaseStatement = "lease-statement"
+	fenceHighWater      = "highwater" // postgres.Fence on a high-water mark
+	fenceNone           = "none"      // the control: no fence at all
+	fencePut            = "put"       // baton put of a file, high-water mark in the local store
 	// baton put --db of one shared file from two "hosts" (two lock
 	// directories), high-water mark in PostgreSQL; and its control, the
 	// same two hosts without --db, each fencing on its own disk.
@@ -163,6 +165,9 @@ func pgWrite(ctx context.Context, conn *pgx.Conn, mode, job string, token int64)
 			if err := postgres.Fence(ctx, tx, "", job, token); err != nil {
 				return err
 			}
+		case fenceLeaseStatement:
+			_, err := postgres.ExecFenced(ctx, tx, "", job, token, "insert into results (job, token, seq) select $1, $2, nextval('commit_seq') from baton_fence", job, token)
+			return err
 		}
 		_, err := tx.Exec(ctx, "insert into results (job, token, seq) values ($1, $2, nextval('commit_seq'))", job, token)
 		return err
@@ -588,6 +593,7 @@ func runControl(t *testing.T, mode string, trials int) chaosResult {
 func TestChaos(t *testing.T) {
 	for _, c := range []struct{ name, mode string }{
 		{"same-database fence", fenceLease},
+		{"same-database fence in the write's statement", fenceLeaseStatement},
 		{"high-water fence", fenceHighWater},
 		{"baton put", fencePut},
 		{"baton put --db from two hosts", fencePutDB},
