@@ -155,5 +155,23 @@ func TestBouncerFences(t *testing.T) {
 		if err != nil {
 			t.Fatalf("fence of the current term after takeover: %v", err)
 		}
+
+		// The fence in the write's own statement, through the bouncer.
+		write := func(token int64) error {
+			return pgx.BeginTxFunc(ctx, db.Pool(), pgx.TxOptions{}, func(tx pgx.Tx) error {
+				_, err := postgres.ExecFenced(ctx, tx, "", "job", token, "insert into results select fencing_token from baton_fence")
+				return err
+			})
+		}
+		before := count()
+		if err := write(cur.Token); err != nil {
+			t.Fatalf("ExecFenced with the current term: %v", err)
+		}
+		if err := write(old.Token); baton.ErrorCode(err) != baton.EFENCED {
+			t.Fatalf("ExecFenced with the old term: %v, want fenced", err)
+		}
+		if n := count() - before; n != 1 {
+			t.Fatalf("ExecFenced wrote %d rows, want the current term's 1", n)
+		}
 	})
 }
