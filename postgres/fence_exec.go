@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/batonhq/baton"
 	"github.com/jackc/pgx/v5"
@@ -74,7 +76,7 @@ func ExecFenced(ctx context.Context, tx Execer, schema, job string, token int64,
 			return pgconn.CommandTag{}, baton.Invalid("args", "ExecFenced takes positional arguments ($1, $2, …), not %T", a)
 		}
 	}
-	fenced, err := fenceStatement(orDefault(schema), sql, n+1, n+2)
+	fenced, err := fencedStatement(orDefault(schema), sql, n)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -95,6 +97,36 @@ func ExecFenced(ctx context.Context, tx Execer, schema, job string, token int64,
 		return tag, FenceLease(ctx, tx, schema, job, token)
 	}
 	return tag, nil
+}
+
+// fencedStatements holds fenceStatement's results by schema, statement and
+// argument count: a program fences a few statements many times, and each
+// is scanned once. Past maxFencedStatements (a program that builds its
+// statements), the rest are scanned each time.
+var (
+	fencedStatements    sync.Map // fencedKey → string
+	fencedStatementsLen atomic.Int64
+)
+
+const maxFencedStatements = 1024
+
+type fencedKey struct {
+	schema, sql string
+	args        int
+}
+
+func fencedStatement(schema, sql string, args int) (string, error) {
+	k := fencedKey{schema, sql, args}
+	if s, ok := fencedStatements.Load(k); ok {
+		return s.(string), nil
+	}
+	s, err := fenceStatement(schema, sql, args+1, args+2)
+	if err == nil && fencedStatementsLen.Load() < maxFencedStatements {
+		if _, loaded := fencedStatements.LoadOrStore(k, s); !loaded {
+			fencedStatementsLen.Add(1)
+		}
+	}
+	return s, err
 }
 
 // fenceStatement is sql with baton_fence defined before it (in sql's own
