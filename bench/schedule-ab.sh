@@ -8,7 +8,8 @@
 # two builds.
 #
 # Per round: ticks expected in the window, attempts started in it, ticks
-# succeeded; CPU per started attempt of the daemons (utime+stime), of their
+# succeeded, the window's ticks by outcome (skipped-missed and
+# skipped-overlap are the ones not run; none: no outcome recorded); CPU per started attempt of the daemons (utime+stime), of their
 # reaped children (the guards and the commands they reaped) and of
 # PostgreSQL (the postmaster and its children); the same as cores used;
 # a run's wall time in the daemon (the log's duration_seconds, p50/p90);
@@ -75,6 +76,8 @@ for which in $ROUNDS; do
   expected=$(awk -v a="$from" -v b="$to" -v j="$JOBS" -v e="$EVERY" 'BEGIN { s = b - a; print (e == "second") ? j * s : j * s / 60 }')
   started=$(q "select count(*) from baton.attempts where started_at >= to_timestamp($from) and started_at < to_timestamp($to)")
   succeeded=$(q "select count(*) from baton.ticks where $win and outcome = 'succeeded'")
+  # Every tick of the window by its outcome (none: not yet recorded).
+  outcomes=$(q "select coalesce(outcome, 'none') || ' ' || count(*) from baton.ticks where $win group by 1 order by 1" | paste -sd, -)
   lag=$(q "select coalesce(round(1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - tick_at)))::int, -1),
                   coalesce(round(1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - tick_at)))::int, -1)
            from baton.ticks where $win and started_at is not null")
@@ -85,8 +88,8 @@ for which in $ROUNDS; do
     awk '{if (NR > 1) {s += n * ($1 - p); T += $1 - p}; n += $2; if (n > m) m = n; p = $1} END {printf "%d/%.1f", m, T ? s / T : 0}')
   awk -v w="$which/mc$mc" -v bin="$bin" -v st="$started" -v su="$succeeded" -v ex="$expected" -v s=$((s1 - s0)) -v c=$((c1 - c0)) \
     -v g=$((g1 - g0)) -v hz="$clk" -v lag="$lag" -v wall="$wall" -v l0="$load0" -v l1="$load1" -v thr="$thr" -v fds="$fds" \
-    -v W="$WINDOW" -v inf="$inflight" 'BEGIN {
+    -v W="$WINDOW" -v inf="$inflight" -v oc="$outcomes" 'BEGIN {
     ms = 1000 / hz; n = (st > 0) ? st : 1
-    printf "%s %s: expected %d, started %d, succeeded %d | CPU per started run: daemons %.2f ms, children %.2f ms, postgres %.2f ms | cores: %.2f, %.2f, %.2f | run wall p50/p90 %s s | lag p50/p99 %s ms | in flight (d1) most/mean %s | load %s->%s | threads %s, fds %s\n",
-      w, bin, ex, st, su, s * ms / n, c * ms / n, g * ms / n, s / hz / W, c / hz / W, g / hz / W, wall, lag, inf, l0, l1, thr, fds }'
+    printf "%s %s: expected %d, started %d, succeeded %d (outcomes: %s) | CPU per started run: daemons %.2f ms, children %.2f ms, postgres %.2f ms | cores: %.2f, %.2f, %.2f | run wall p50/p90 %s s | lag p50/p99 %s ms | in flight (d1) most/mean %s | load %s->%s | threads %s, fds %s\n",
+      w, bin, ex, st, su, oc, s * ms / n, c * ms / n, g * ms / n, s / hz / W, c / hz / W, g / hz / W, wall, lag, inf, l0, l1, thr, fds }'
 done
