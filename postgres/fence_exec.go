@@ -48,10 +48,11 @@ type Execer interface {
 // USING, in an inner JOIN or in WHERE EXISTS. A job whose lease row is gone
 // has no row there; a statement with an outer join (LEFT, RIGHT or FULL
 // JOIN), which could write rows without it, is refused as EINVALID before
-// it runs, and so is one that does not read baton_fence at all (comments
-// and quoted text aside). When the statement affects no row, ExecFenced
-// checks the fence on its own (FenceLease) to tell a refused fence from a
-// statement that matched nothing.
+// it runs, and so is one that does not read baton_fence at all (comments,
+// quoted text and a qualified name such as x.baton_fence aside) or that
+// holds a second statement after a ';'. When the statement affects no
+// row, ExecFenced checks the fence on its own (FenceLease) to tell a
+// refused fence from a statement that matched nothing.
 //
 // args are positional ($1, $2, …), optionally after pgx's query options
 // (pgx.QueryExecModeSimpleProtocol, …); ExecFenced appends the job and
@@ -80,7 +81,8 @@ func ExecFenced(ctx context.Context, tx Execer, schema, job string, token int64,
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	tag, err := tx.Exec(ctx, fenced, append(args, job, token)...)
+	// A new slice: appending to args could write into the caller's array.
+	tag, err := tx.Exec(ctx, fenced, append(append(make([]any, 0, len(args)+2), args...), job, token)...)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
@@ -136,8 +138,11 @@ func fenceStatement(schema, sql string, jobArg, tokenArg int) (string, error) {
 	words := sqlWords(sql)
 	reads := false
 	for i, w := range words {
-		if w.text == FenceRelation {
+		if w.text == FenceRelation && (i == 0 || words[i-1].text != ".") {
 			reads = true
+		}
+		if w.text == ";" && !w.quoted && i < len(words)-1 {
+			return "", baton.Invalid("sql", "ExecFenced runs one statement, and this has more after a ';': fence each with a call of its own")
 		}
 		if w.text == "join" && !w.quoted && i > 0 {
 			kind := words[i-1]
@@ -174,17 +179,17 @@ func fenceStatement(schema, sql string, jobArg, tokenArg int) (string, error) {
 	return "with " + cte + "\n" + sql, nil
 }
 
-// sqlWord is a keyword or an identifier of a statement: lower-cased
-// unless it was double-quoted.
+// sqlWord is a keyword, an identifier, a dot or a semicolon of a
+// statement: lower-cased unless it was double-quoted.
 type sqlWord struct {
 	text   string
 	quoted bool
 	end    int // the byte offset after it
 }
 
-// sqlWords are sql's keywords and identifiers, in order, without what is
-// in comments, string constants (also escaped and dollar-quoted) and
-// parameters.
+// sqlWords are sql's keywords, identifiers, dots and semicolons, in
+// order, without what is in comments, string constants (also escaped and
+// dollar-quoted) and parameters.
 func sqlWords(sql string) []sqlWord {
 	var words []sqlWord
 	isStart := func(c byte) bool { return c == '_' || c >= 0x80 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
@@ -264,6 +269,11 @@ func sqlWords(sql string) []sqlWord {
 			}
 			words = append(words, sqlWord{text: strings.ToLower(sql[i:k]), end: k})
 			i = k
+		case c == '.' || c == ';':
+			// Kept: a qualified name (x.baton_fence is not the fence) and
+			// the end of a statement.
+			words = append(words, sqlWord{text: sql[i : i+1], end: i + 1})
+			i++
 		default:
 			i++
 		}

@@ -58,9 +58,10 @@ func TestExecFenced(t *testing.T) {
 		{"insert, simple protocol", 1, "insert into results (job, token, v) select $1, fencing_token, $2 from baton_fence", []any{pgx.QueryExecModeSimpleProtocol, "job", 2}},
 		{"its own WITH", 1, "  WITH v AS (select 7 AS x)\ninsert into results (job, token, v) select $1, fencing_token, x from baton_fence, v", []any{"job"}},
 		{"WITH RECURSIVE", 3, "with recursive n(i) as (select 1 union all select i + 1 from n where i < 3) insert into results (job, token, v) select 'job', fencing_token, i from n join baton_fence on true", nil},
-		{"update", 6, "update results set v = 0 from baton_fence where results.job = $1", []any{"job"}},
+		{"a trailing semicolon", 1, "insert into results (job, token) select 'job', baton_fence.fencing_token from baton_fence ;  -- done", nil},
+		{"update", 7, "update results set v = 0 from baton_fence where results.job = $1", []any{"job"}},
 		{"update of nothing", 0, "update results set v = 0 from \"baton_fence\" where results.job = 'nobody'", nil},
-		{"where exists", 6, "delete from results where exists (select from baton_fence) and v = 0 -- baton_fence", nil},
+		{"where exists", 7, "delete from results where exists (select from baton_fence) and v = 0 -- baton_fence", nil},
 	}
 	for _, w := range writes {
 		n, err := exec(old.Token, w.sql, w.args...)
@@ -78,6 +79,8 @@ func TestExecFenced(t *testing.T) {
 		{"insert into results (job) select 'baton_fence' -- from baton_fence", "does not read baton_fence"},
 		{"insert into results (job) select $$baton_fence$$ /* from baton_fence */", "does not read baton_fence"},
 		{"insert into results (job) select 'job' from baton_fences", "does not read baton_fence"},
+		{"insert into results (job) select 'job' from public.baton_fence", "does not read baton_fence"},
+		{"insert into results (job) select 'job' from baton_fence; insert into results (job) values ('job')", "one statement"},
 		{"insert into results (job, token) select 'job', f.fencing_token from (select 1) x left join baton_fence f on true", "left join"},
 		{"insert into results (job, token) select 'job', f.fencing_token from (select 1) x LEFT OUTER JOIN baton_fence f on true", "left join"},
 		{"insert into results (job, token) select 'job', f.fencing_token from (select 1) x full join baton_fence f on true", "full join"},
