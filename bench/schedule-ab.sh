@@ -77,7 +77,7 @@ for which in $ROUNDS; do
   started=$(q "select count(*) from baton.attempts where started_at >= to_timestamp($from) and started_at < to_timestamp($to)")
   succeeded=$(q "select count(*) from baton.ticks where $win and outcome = 'succeeded'")
   # Every tick of the window by its outcome (none: not yet recorded).
-  outcomes=$(q "select coalesce(outcome, 'none') || ' ' || count(*) from baton.ticks where $win group by 1 order by 1" | paste -sd, -)
+  outcomes=$(q "select coalesce(outcome, 'none'), count(*) from baton.ticks where $win group by 1 order by 1" | paste -sd, -)
   lag=$(q "select coalesce(round(1000 * percentile_cont(0.5) within group (order by extract(epoch from started_at - tick_at)))::int, -1),
                   coalesce(round(1000 * percentile_cont(0.99) within group (order by extract(epoch from started_at - tick_at)))::int, -1)
            from baton.ticks where $win and started_at is not null")
