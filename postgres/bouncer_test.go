@@ -66,13 +66,7 @@ func TestBouncerFences(t *testing.T) {
 	if _, err := db.Pool().Exec(ctx, "create table results (token bigint)"); err != nil {
 		t.Fatal(err)
 	}
-	count := func() int {
-		var n int
-		if err := db.Pool().QueryRow(ctx, "select count(*) from results").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func() int { return resultRows(t, db) }
 
 	t.Run("HighWater", func(t *testing.T) {
 		write := func(token int64) error {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/leasetest"
-	"github.com/batonhq/baton/internal/pgtest"
 	"github.com/batonhq/baton/postgres"
 	"github.com/jackc/pgx/v5"
 )
@@ -22,19 +21,9 @@ import (
 // locks and the isolation levels are the fenceWays tests'.)
 func TestExecFenced(t *testing.T) {
 	t.Parallel()
-	db := open(t, pgtest.DSN(t))
-	l := postgres.NewLeaser(db)
+	db, l := resultStore(t)
 	ctx := context.Background()
-	if _, err := db.Pool().Exec(ctx, "create table results (job text, token bigint, v int)"); err != nil {
-		t.Fatal(err)
-	}
-	count := func() int {
-		var n int
-		if err := db.Pool().QueryRow(ctx, "select count(*) from results").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func() int { return resultRows(t, db) }
 	// exec runs sql fenced by token in a transaction of its own and
 	// returns the rows it affected.
 	exec := func(token int64, sql string, args ...any) (int64, error) {
@@ -141,12 +130,8 @@ func TestExecFenced(t *testing.T) {
 // new term.)
 func TestExecFencedRechecksAfterWaiting(t *testing.T) {
 	t.Parallel()
-	db := openWide(t, pgtest.DSN(t))
-	l := postgres.NewLeaser(db)
+	db, l := resultStore(t)
 	ctx := context.Background()
-	if _, err := db.Pool().Exec(ctx, "create table results (job text, token bigint)"); err != nil {
-		t.Fatal(err)
-	}
 	old := leasetest.MustAcquire(t, l, "job", time.Minute)
 	takeover, err := db.Pool().Begin(ctx)
 	if err != nil {
@@ -177,8 +162,7 @@ func TestExecFencedRechecksAfterWaiting(t *testing.T) {
 	if err := <-written; baton.ErrorCode(err) != baton.EFENCED {
 		t.Fatalf("the fenced write after the takeover committed: %v, want fenced", err)
 	}
-	var n int
-	if err := db.Pool().QueryRow(ctx, "select count(*) from results").Scan(&n); err != nil || n != 0 {
-		t.Fatalf("%d rows written by the old term (%v), want 0", n, err)
+	if n := resultRows(t, db); n != 0 {
+		t.Fatalf("%d rows written by the old term, want 0", n)
 	}
 }

@@ -70,6 +70,28 @@ var fenceWays = []struct {
 	}},
 }
 
+// resultStore opens a store wide enough for the fence tests (openWide),
+// with a table results (job, token, v) for the writes they fence, and its
+// leaser.
+func resultStore(t *testing.T) (*postgres.DB, *postgres.Leaser) {
+	t.Helper()
+	db := openWide(t, pgtest.DSN(t))
+	if _, err := db.Pool().Exec(context.Background(), "create table results (job text, token bigint, v int)"); err != nil {
+		t.Fatal(err)
+	}
+	return db, postgres.NewLeaser(db)
+}
+
+// resultRows counts the rows of the table results.
+func resultRows(t *testing.T, db *postgres.DB) int {
+	t.Helper()
+	var n int
+	if err := db.Pool().QueryRow(context.Background(), "select count(*) from results").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // fencedTx begins a transaction at iso and fences it with token for job,
 // the way fence does; the test fails if the fence refuses, and the
 // transaction is rolled back when the (sub)test ends unless committed.
@@ -335,12 +357,8 @@ func TestFenceLeaseDoesNotBlockRenewal(t *testing.T) {
 // afterwards the old term is refused.
 func TestFenceLeaseTakeoverWaitsForFencedCommit(t *testing.T) {
 	t.Parallel()
-	db := openWide(t, pgtest.DSN(t))
-	l := postgres.NewLeaser(db)
+	db, l := resultStore(t)
 	ctx := context.Background()
-	if _, err := db.Pool().Exec(ctx, "create table results (job text, token bigint)"); err != nil {
-		t.Fatal(err)
-	}
 	for i, way := range fenceWays {
 		for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
 			t.Run(fmt.Sprintf("%s/%s", way.name, iso), func(t *testing.T) {
@@ -535,12 +553,8 @@ values ('a', gen_random_uuid(), clock_timestamp(), 7),
 // issue 20 took none on the row) must keep the new row waiting too.
 func TestFenceLeaseNewRowWaitsForFencedCommit(t *testing.T) {
 	t.Parallel()
-	db := openWide(t, pgtest.DSN(t))
-	l := postgres.NewLeaser(db)
+	db, l := resultStore(t)
 	ctx := context.Background()
-	if _, err := db.Pool().Exec(ctx, "create table results (job text, token bigint)"); err != nil {
-		t.Fatal(err)
-	}
 	for i, way := range fenceWays {
 		t.Run(way.name, func(t *testing.T) {
 			job := fmt.Sprintf("job-%d", i)
