@@ -19,8 +19,8 @@ import (
 // fencing_token), while the token is the job's term.
 const FenceRelation = "baton_fence"
 
-// Execer is what ExecFenced needs of the caller's transaction: a pgx.Tx, or
-// a pgx.Conn or pool inside an explicit transaction.
+// Execer is what ExecFenced needs: a pgx.Tx, a pgx.Conn or a pool. Outside
+// a transaction the statement is a transaction of its own, fenced alike.
 type Execer interface {
 	Querier
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)

@@ -121,6 +121,17 @@ func TestExecFenced(t *testing.T) {
 	if n := count(); n != 1 {
 		t.Fatalf("%d rows, want the new term's 1", n)
 	}
+
+	// Outside a transaction the statement is one of its own, fenced alike.
+	if _, err := postgres.ExecFenced(ctx, db.Pool(), "", "job", cur.Token, writes[0].sql, writes[0].args...); err != nil {
+		t.Errorf("the current term through the pool: %v", err)
+	}
+	if _, err := postgres.ExecFenced(ctx, db.Pool(), "", "job", old.Token, writes[0].sql, writes[0].args...); baton.ErrorCode(err) != baton.EFENCED {
+		t.Errorf("the old term through the pool: %v, want fenced", err)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("%d rows, want the new term's 2", n)
+	}
 }
 
 // A takeover that changed the lease row, not yet committed, when the
