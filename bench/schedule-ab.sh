@@ -10,8 +10,9 @@
 # Per round: ticks expected in the window, attempts started in it, ticks
 # succeeded, the window's ticks by outcome (skipped-missed and
 # skipped-overlap are the ones not run; none: no outcome recorded); CPU
-# per started attempt of the daemons (utime+stime), of their reaped children (the guards and the commands they reaped) and of
-# PostgreSQL (the postmaster and its children); the same as cores used;
+# per started attempt of the daemons (utime+stime), of their reaped
+# children (the guards and the commands they reaped) and of PostgreSQL
+# (the postmaster and its children); the same as cores used;
 # a run's wall time in the daemon (the log's duration_seconds, p50/p90);
 # tick-to-start lag (the store's clock, p50/p99); runs in flight in the
 # first daemon (most, and the time-weighted mean over the round); the load
