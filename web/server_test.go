@@ -171,9 +171,12 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// client does not follow redirects, so that tests see the 303s.
+// client does not follow redirects, so that tests see the 303s. Its
+// timeout is a hang's bound, not a speed check: beside two CPU hogs a
+// loaded CI run once waited over 10 s for the overview of
+// TestOverviewPages.
 func client(jar http.CookieJar) *http.Client {
-	return &http.Client{Jar: jar, Timeout: 10 * time.Second,
+	return &http.Client{Jar: jar, Timeout: 60 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
