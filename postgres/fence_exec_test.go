@@ -14,7 +14,7 @@ import (
 
 // ExecFenced writes only while the token is the job's term, in the write's
 // own statement: the statement's rows come from baton_fence, which has the
-// lease row while the term holds and none once a newer term exists. A
+// lease row while the term holds and raises once a newer term exists. A
 // statement that wrote nothing is told apart from a refused fence, and a
 // statement that cannot be fenced (it does not read baton_fence, or joins
 // it so that rows are written without it) is refused before it runs. (The

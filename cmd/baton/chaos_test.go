@@ -39,9 +39,8 @@ import (
 
 // Fence modes of the chaos writer.
 const (
-	fenceLease = "lease" // postgres.FenceLease on the job's lease row
-	// postgres.ExecFenced: the same check in the insert's own statement.
-	fenceLeaseStatement = "lease-statement"
+	fenceLease          = "lease"           // postgres.FenceLease on the job's lease row
+	fenceLeaseStatement = "lease-statement" // postgres.ExecFenced: the same check in the insert's own statement
 	fenceHighWater      = "highwater" // postgres.Fence on a high-water mark
 	fenceNone           = "none"      // the control: no fence at all
 	fencePut            = "put"       // baton put of a file, high-water mark in the local store
