@@ -41,9 +41,9 @@ import (
 const (
 	fenceLease          = "lease"           // postgres.FenceLease on the job's lease row
 	fenceLeaseStatement = "lease-statement" // postgres.ExecFenced: the same check in the insert's own statement
-	fenceHighWater      = "highwater" // postgres.Fence on a high-water mark
-	fenceNone           = "none"      // the control: no fence at all
-	fencePut            = "put"       // baton put of a file, high-water mark in the local store
+	fenceHighWater      = "highwater"       // postgres.Fence on a high-water mark
+	fenceNone           = "none"            // the control: no fence at all
+	fencePut            = "put"             // baton put of a file, high-water mark in the local store
 	// baton put --db of one shared file from two "hosts" (two lock
 	// directories), high-water mark in PostgreSQL; and its control, the
 	// same two hosts without --db, each fencing on its own disk.
