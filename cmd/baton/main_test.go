@@ -171,14 +171,43 @@ func (s store) run(t *testing.T, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := s.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	stdout, stderr, err := runToFiles(t, cmd)
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) {
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("running baton %v: %v", args, err)
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout, stderr: stderr}
+}
+
+// runToFiles runs cmd with its stdout and stderr written to files, and
+// returns what it wrote. Files, not pipes: with a pipe, os/exec copies the
+// output in a goroutine of this process, and cmd.WaitDelay (which keeps a
+// command's stray child from holding Wait on the pipe) closes the pipe
+// when it passes, so a loaded machine that schedules the copy late cuts the
+// output short, as it did `baton jobs --json` under a loaded CI run. A file
+// is written by the command itself, and a stray that holds it open holds
+// nothing up.
+func runToFiles(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, err error) {
+	t.Helper()
+	dir := t.TempDir()
+	var files [2]*os.File
+	for i, name := range []string{"stdout", "stderr"} {
+		if files[i], err = os.Create(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+		defer files[i].Close()
+	}
+	cmd.Stdout, cmd.Stderr = files[0], files[1]
+	err = cmd.Run()
+	var out [2]string
+	for i, f := range files {
+		b, rerr := os.ReadFile(f.Name())
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		out[i] = string(b)
+	}
+	return out[0], out[1], err
 }
 
 // start starts baton in the background.

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,17 +20,15 @@ func (s store) runWithin(t *testing.T, d time.Duration, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := s.command(ctx, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	stdout, stderr, err := runToFiles(t, cmd)
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) && !errors.Is(err, exec.ErrWaitDelay) {
+	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("running baton %v: %v", args, err)
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("baton %s still running after %s; output:\n%s%s", strings.Join(args, " "), d, out.String(), errb.String())
+		t.Fatalf("baton %s still running after %s; output:\n%s%s", strings.Join(args, " "), d, stdout, stderr)
 	}
-	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout, stderr: stderr}
 }
 
 func (s store) pending(t *testing.T) int64 {
