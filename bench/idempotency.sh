@@ -28,7 +28,11 @@
 # "postgres hand-written": no middleware, the key handled by hand in the
 # handler's transaction as receivers built by hand do it (examples/orders
 # --hand-written: key insert, order, stored answer, one commit; none of the
-# middleware's checks), the floor of a key kept with its write.
+# middleware's checks), the floor of a key kept with its write; and
+# "postgres unlogged keys": the middleware as shipped on a database of its
+# own whose idempotency_keys table is UNLOGGED (the key's row writes no WAL,
+# and a server crash empties the table: a retry after it runs again). Not a
+# setting baton offers: it measures what the key's durability costs.
 #
 # Targets (issue 20): (b) costs at most 20% of (a)'s throughput; (c) is at
 # least 3× as fast as (b).
@@ -75,6 +79,15 @@ serve() {
   srv_url="http://$(sed -n 's/^listening on //p' "$tmp/server.out")/orders"
 }
 
+# The database of "postgres unlogged keys", made once if a store names it.
+url_unlogged=""
+if [[ ",${STORES:-}," == *",postgres unlogged keys,"* ]]; then
+  "${psql[@]}" -d postgres -c "create database ${db}_unlogged"
+  url_unlogged="postgres://postgres@/${db}_unlogged?host=$pgdir&port=$port&sslmode=disable"
+  "$baton" migrate --db "$url_unlogged" >/dev/null 2>&1
+  "${psql[@]}" -d "${db}_unlogged" -c "alter table baton.idempotency_keys set unlogged"
+fi
+
 results="$tmp/results.tsv"
 : >"$results"
 modes=(plain first replay)
@@ -84,6 +97,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
       postgres) flags=(--db "$url") ;;
       "postgres read-first") flags=(--db "$url" --read-first) ;;
       "postgres hand-written") flags=(--db "$url" --hand-written) ;;
+      "postgres unlogged keys") flags=(--db "$url_unlogged") ;;
       sqlite) flags=(--sqlite "$tmp/shop.db") ;;
     esac
     for c in $CLIENTS; do
