@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -186,7 +185,7 @@ func TestBouncerRun(t *testing.T) {
 	const runs = 3 * bouncertest.PoolSize
 	type started struct {
 		cmd *exec.Cmd
-		out *bytes.Buffer
+		out *output
 	}
 	var load []started
 	for i := range runs {

@@ -210,12 +210,30 @@ func runToFiles(t *testing.T, cmd *exec.Cmd) (stdout, stderr string, err error) 
 	return out[0], out[1], err
 }
 
-// start starts baton in the background.
-func (s store) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
+// output is what a baton started in the background wrote, stdout and
+// stderr together, kept in a file (see runToFiles for why not a pipe).
+type output struct{ path string }
+
+// String is the output so far.
+func (o *output) String() string {
+	b, err := os.ReadFile(o.path)
+	if err != nil {
+		return fmt.Sprintf("(reading %s: %v)", o.path, err)
+	}
+	return string(b)
+}
+
+// start starts baton in the background, its output going to a file.
+func (s store) start(t *testing.T, args ...string) (*exec.Cmd, *output) {
 	t.Helper()
 	cmd := s.command(context.Background(), args...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &output{path: filepath.Join(t.TempDir(), "output")}
+	f, err := os.Create(out.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the child has its own descriptor
+	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +243,7 @@ func (s store) start(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 			cmd.Wait()
 		}
 	})
-	return cmd, &out
+	return cmd, out
 }
 
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
