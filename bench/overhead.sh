@@ -6,7 +6,10 @@
 # without baton-guard beside it (it re-executes itself as each run's guard).
 # With DB=1, `baton run --db URL`
 # against a throwaway PostgreSQL cluster (bench/cluster.sh: default
-# durability, unix socket) takes its turn in every block too. Prints a
+# durability, unix socket) takes its turn in every block too, and so does
+# `psql -c 'select 1'` on the same database: the floor of any client that
+# opens a connection, runs a statement and exits (PostgreSQL forks a backend
+# for each connection), so --db's ratio can be read against it. Prints a
 # markdown table of the mean milliseconds per invocation (including the
 # shell's fork and exec, the same for all) and the ratios to flock.
 #
@@ -59,12 +62,14 @@ truebin=$(command -v true) # the same external true for all; not the builtin
 "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
 flock -n "$lockfile" "$truebin"
 [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
+[ -z "$DB" ] || "${psql[@]}" -d "$db" -c 'select 1' >/dev/null
 # Warm up the page cache, the lock files and the lease's row.
 for _ in 1 2 3 4 5; do
   "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"
   "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
   flock -n "$lockfile" "$truebin"
   [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
+  [ -z "$DB" ] || "${psql[@]}" -d "$db" -c 'select 1' >/dev/null
 done
 
 # block COMMAND…: RUNS invocations of COMMAND; prints the nanoseconds taken.
@@ -78,21 +83,22 @@ block() {
 block_baton() { block "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
 block_self() { block "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
 block_db() { block "$baton" run --db "$url" bench -- "$truebin"; }
+block_psql() { block "${psql[@]}" -d "$db" -c 'select 1' -o /dev/null; }
 block_flock() { block flock -n "$lockfile" "$truebin"; }
 
 raw="$tmp/raw.tsv"
 : >"$raw"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((b = 1; b <= BLOCKS; b++)); do
-  nd=0
+  nd=0 np=0
   if ((b % 2)); then
-    nb=$(block_baton); ns=$(block_self); [ -z "$DB" ] || nd=$(block_db); nf=$(block_flock)
+    nb=$(block_baton); ns=$(block_self); [ -z "$DB" ] || { nd=$(block_db); np=$(block_psql); }; nf=$(block_flock)
   else
-    nf=$(block_flock); [ -z "$DB" ] || nd=$(block_db); ns=$(block_self); nb=$(block_baton)
+    nf=$(block_flock); [ -z "$DB" ] || { np=$(block_psql); nd=$(block_db); }; ns=$(block_self); nb=$(block_baton)
   fi
-  printf '%d\t%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" "$ns" >>"$raw"
-  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v ns="$ns" -v r="$RUNS" \
-    'BEGIN { printf "    block %d: baton %.3f ms, baton as its own guard %.3f ms, flock %.3f ms, baton --db %.3f ms per invocation\n", b, nb / r / 1e6, ns / r / 1e6, nf / r / 1e6, nd / r / 1e6 }' >&2
+  printf '%d\t%d\t%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" "$ns" "$np" >>"$raw"
+  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v ns="$ns" -v np="$np" -v r="$RUNS" \
+    'BEGIN { printf "    block %d: baton %.3f ms, baton as its own guard %.3f ms, flock %.3f ms, baton --db %.3f ms, psql select 1 %.3f ms per invocation\n", b, nb / r / 1e6, ns / r / 1e6, nf / r / 1e6, nd / r / 1e6, np / r / 1e6 }' >&2
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -105,14 +111,15 @@ awk -F'\t' -v r="$RUNS" -v db="$DB" '
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j+1] = a[j]; a[j+1] = t }
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
   }
-  { sb += $2; sf += $3; sd += $4; ss += $5; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6; ls = ls " " $5 / r / 1e6 }
+  { sb += $2; sf += $3; sd += $4; ss += $5; sp += $6; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6; ls = ls " " $5 / r / 1e6; lp = lp " " $6 / r / 1e6 }
   END {
-    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6; ms = ss / n / r / 1e6
+    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6; ms = ss / n / r / 1e6; mp = sp / n / r / 1e6
     print "| command | mean ms / invocation | median of block means | fastest block | slowest block |"
     print "|---|---:|---:|---:|---:|"
-    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " "); split(ls, as, " ")
-    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]; mins = maxs = as[1]
+    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " "); split(ls, as, " "); split(lp, ap, " ")
+    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]; mins = maxs = as[1]; minp = maxp = ap[1]
     for (i = 1; i <= n; i++) {
+      if (ap[i] < minp) minp = ap[i]; if (ap[i] > maxp) maxp = ap[i]
       if (as[i] < mins) mins = as[i]; if (as[i] > maxs) maxs = as[i]
       if (ab[i] < minb) minb = ab[i]; if (ab[i] > maxb) maxb = ab[i]; if (af[i] < minf) minf = af[i]; if (af[i] > maxf) maxf = af[i]
       if (ad[i] < mind) mind = ad[i]; if (ad[i] > maxd) maxd = ad[i]
@@ -120,10 +127,12 @@ awk -F'\t' -v r="$RUNS" -v db="$DB" '
     printf "| `baton run --lock-dir DIR bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", mb, median(lb), minb, maxb
     printf "| the same, baton as its own guard (no baton-guard beside it) | %.3f | %.3f | %.3f | %.3f |\n", ms, median(ls), mins, maxs
     if (db) printf "| `baton run --db URL bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", md, median(ld), mind, maxd
+    if (db) printf "| `psql -c \x27select 1\x27` on the same database (a connection\x27s floor) | %.3f | %.3f | %.3f | %.3f |\n", mp, median(lp), minp, maxp
     printf "| `flock -n LOCKFILE true` | %.3f | %.3f | %.3f | %.3f |\n", mf, median(lf), minf, maxf
     printf "| ratio baton / flock | %.2f | %.2f | | |\n", mb / mf, median(lb) / median(lf)
     printf "| ratio baton as its own guard / flock | %.2f | %.2f | | |\n", ms / mf, median(ls) / median(lf)
     if (db) printf "| ratio baton --db / flock | %.2f | %.2f | | |\n", md / mf, median(ld) / median(lf)
+    if (db) printf "| ratio psql select 1 / flock | %.2f | %.2f | | |\n", mp / mf, median(lp) / median(lf)
     printf "\nbaton run adds %.3f ms per invocation over flock", mb - mf
     if (db) printf "; with --db, %.3f ms", md - mf
     printf ".\n"
