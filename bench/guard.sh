@@ -9,6 +9,10 @@
 # the shell that started them, per run, so it includes that shell's fork
 # and the guard's start, its fork and exec of `true`, and `true`.
 #
+# baton-guard is measured twice: its C guard (package supervise/guard/cguard,
+# run before the Go runtime starts, where it was built with cgo) and its Go
+# guard (BATON_GUARD_GO=1).
+#
 # Usage:  bench/guard.sh          (from anywhere inside the repo)
 # Env:    ROUNDS=20  CONC=20
 set -euo pipefail
@@ -29,19 +33,20 @@ go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard
 protocol=$("$tmp/baton-guard" --version 2>&1 | sed -n 's/^Guard protocol: //p')
 truebin=$(command -v true)
 
-# one BIN: CONC guards of `true` at once; prints the children's CPU ticks.
+# one BIN [ENV]: CONC guards of `true` at once; prints the children's CPU ticks.
 one() {
-  bash -c 'for ((i = 0; i < '"$CONC"'; i++)); do "'"$1"'" __guard --protocol '"$protocol"' --ppid $$ --path '"$truebin"' -- true 3>/dev/null & done; wait; cat /proc/$$/stat' |
+  bash -c '${1:+export $1}; for ((i = 0; i < '"$CONC"'; i++)); do "'"$1"'" __guard --protocol '"$protocol"' --ppid $$ --path '"$truebin"' -- true 3>/dev/null & done; wait; cat /proc/$$/stat' one "${2:-}" |
     awk '{print $16 + $17}'
 }
 declare -A ticks
-names=(baton-guard baton floor)
-bins=("$tmp/baton-guard" "$tmp/baton" "$truebin")
+names=(c-guard go-guard baton floor)
+bins=("$tmp/baton-guard" "$tmp/baton-guard" "$tmp/baton" "$truebin")
+envs=("" BATON_GUARD_GO=1 "" "")
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((r = 0; r < ROUNDS; r++)); do
-  for i in 0 1 2; do
-    j=$(((i + r) % 3)) # who goes first turns round by round
-    t=$(one "${bins[$j]}")
+  for i in 0 1 2 3; do
+    j=$(((i + r) % 4)) # who goes first turns round by round
+    t=$(one "${bins[$j]}" "${envs[$j]}")
     ticks[${names[$j]}]=$((${ticks[${names[$j]}]:-0} + t))
   done
 done
@@ -54,9 +59,10 @@ echo "baton $rev (go build, no -race): $ROUNDS rounds of $CONC guards of \`true\
 echo
 echo "| guard | CPU per run | less the floor | ratio to baton as its own guard, less the floor |"
 echo "|---|---:|---:|---:|"
-awk -v g="${ticks[baton-guard]}" -v b="${ticks[baton]}" -v f="${ticks[floor]}" -v n="$n" -v hz="$hz" 'BEGIN {
+awk -v c="${ticks[c-guard]}" -v g="${ticks[go-guard]}" -v b="${ticks[baton]}" -v f="${ticks[floor]}" -v n="$n" -v hz="$hz" 'BEGIN {
   ms = 1000 / hz / n
-  printf "| `baton-guard __guard … -- true` | %.2f ms | %.2f ms | %.2f |\n", g * ms, (g - f) * ms, (g - f) / (b - f)
+  printf "| `baton-guard __guard … -- true`, its C guard | %.2f ms | %.2f ms | %.2f |\n", c * ms, (c - f) * ms, (c - f) / (b - f)
+  printf "| the same, its Go guard (`BATON_GUARD_GO=1`) | %.2f ms | %.2f ms | %.2f |\n", g * ms, (g - f) * ms, (g - f) / (b - f)
   printf "| `baton __guard … -- true` (baton as its own guard) | %.2f ms | %.2f ms | 1 |\n", b * ms, (b - f) * ms
   printf "| floor: `true` started the same way | %.2f ms | | |\n", f * ms
 }'

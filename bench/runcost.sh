@@ -6,9 +6,11 @@
 # cutime+cstime (its reaped children: each run's guard, and the `true` the
 # guard reaped), divided by the runs that ended in the window.
 #
-# It measures baton twice, one window after the other: as built, with
-# baton-guard beside it (the guard each run starts), and the same baton alone
-# in a directory, which re-executes itself as each run's guard. Beside them,
+# It measures baton three times, one window after the other: as built, with
+# baton-guard beside it (the guard each run starts: its C guard, where it was
+# built with cgo), with the Go guard of the same baton-guard
+# (BATON_GUARD_GO=1), and the same baton alone in a directory, which
+# re-executes itself as each run's guard. Beside them,
 # in the same run, the floor of any supervisor: a bash loop that runs
 # `flock -n LOCKFILE true` as many times, read the same way.
 #
@@ -59,10 +61,10 @@ succeeded() {
     awk -v from="$1" -v to="$2" '/"at":/ { gsub(/[",]/, "", $2); at = $2 } /"outcome": "succeeded"/ { if (at >= from && at < to) n++ } END { print n + 0 }'
 }
 
-# measure BIN LABEL: one daemon of BIN runs the jobs; prints a row of the table.
+# measure BIN LABEL [ENV…]: one daemon of BIN runs the jobs; prints a row of the table.
 measure() {
   local bin=$1 label=$2 s0 c0 s1 c1 from to runs
-  "$bin" daemon --config "$tmp/jobs.yaml" "${store[@]}" --log-format json >"$tmp/daemon.log" 2>&1 &
+  env "${@:3}" "$bin" daemon --config "$tmp/jobs.yaml" "${store[@]}" --log-format json >"$tmp/daemon.log" 2>&1 &
   daemon=$!
   # Let it load, migrate and settle before the window opens.
   sleep 5
@@ -84,7 +86,8 @@ mkdir "$tmp/self"
 cp "$baton" "$tmp/self/baton"
 : >"$tmp/rows.tsv"
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
-measure "$baton" "baton-guard"
+measure "$baton" "baton-guard (its C guard)"
+measure "$baton" "baton-guard, its Go guard (BATON_GUARD_GO=1)" BATON_GUARD_GO=1
 measure "$tmp/self/baton" "baton as its own guard"
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -22,6 +22,7 @@ import (
 	"os"
 
 	"github.com/batonhq/baton/supervise/guard"
+	_ "github.com/batonhq/baton/supervise/guard/cguard" // the guard in C, before Go starts
 )
 
 const usage = `baton-guard: the guard that baton starts for each command it runs.

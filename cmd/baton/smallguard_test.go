@@ -78,6 +78,9 @@ func TestRunRefusesBatonGuardOfAnotherBuild(t *testing.T) {
 	other := filepath.Join(filepath.Dir(s.bin), "baton-guard")
 	build := exec.Command("go", "build", "-buildvcs=false",
 		"-ldflags", "-X github.com/batonhq/baton/supervise/guard.Protocol=another", "-o", other, "../baton-guard")
+	// The C guard in it (package supervise/guard/cguard) names its
+	// protocol at compile time.
+	build.Env = append(os.Environ(), `CGO_CFLAGS=-DBATON_GUARD_PROTOCOL="another"`)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("building baton-guard: %v\n%s", err, out)
 	}

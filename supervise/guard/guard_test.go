@@ -79,9 +79,15 @@ func TestParseArgs(t *testing.T) {
 // build is refused rather than trusted with a run: a change to any file of
 // the package but protocol.go and the tests needs a new Protocol.
 func TestProtocolFollowsTheCode(t *testing.T) {
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
+	// The guard in C (package cguard) keeps the same protocol: its code
+	// is part of it too, but for protocol.h, which names the protocol.
+	var files []string
+	for _, pattern := range []string{"*.go", "cguard/*.go", "cguard/*.c"} {
+		f, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f...)
 	}
 	sort.Strings(files)
 	h := sha256.New()
@@ -97,6 +103,18 @@ func TestProtocolFollowsTheCode(t *testing.T) {
 		h.Write(b)
 	}
 	if want := hex.EncodeToString(h.Sum(nil))[:10]; Protocol != want {
-		t.Fatalf("the guard's code changed: set Protocol in protocol.go to %q (it is %q)", want, Protocol)
+		t.Fatalf("the guard's code changed: set Protocol in protocol.go and BATON_GUARD_PROTOCOL in cguard/protocol.h to %q (it is %q)", want, Protocol)
+	}
+}
+
+// The C guard speaks the Go guard's protocol, by name.
+func TestCGuardSpeaksTheProtocol(t *testing.T) {
+	b, err := os.ReadFile("cguard/protocol.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "#define BATON_GUARD_PROTOCOL \"" + Protocol + "\"\n"
+	if !strings.Contains(string(b), want) {
+		t.Fatalf("cguard/protocol.h does not say %q:\n%s", want, b)
 	}
 }

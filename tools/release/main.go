@@ -86,7 +86,7 @@ func release(o options) error {
 		bins[arch] = bin
 		guard := filepath.Join(o.out, fmt.Sprintf("baton-guard-%s-linux-%s", version, arch))
 		fmt.Printf("--- building %s\n", guard)
-		if err := buildStatic(guard, "./cmd/baton-guard", "linux", arch, version, rev); err != nil {
+		if err := buildGuard(guard, arch, version, rev); err != nil {
 			return err
 		}
 		guards[arch] = guard
@@ -176,6 +176,30 @@ func buildStatic(out, pkg, goos, goarch, version, rev string) error {
 		return fmt.Errorf("go build for %s/%s: %v", goos, goarch, err)
 	}
 	return nil
+}
+
+// buildGuard builds baton-guard for linux/goarch. For the host's own
+// architecture, where a C compiler is, it links the guard in C (package
+// supervise/guard/cguard), statically: that guard starts before the Go
+// runtime, at a fraction of a Go program's start-up, and a guard starts for
+// every run. For another architecture, or without a C compiler, it builds
+// the Go guard alone, static as baton, and says so.
+func buildGuard(out, goarch, version, rev string) error {
+	if runtime.GOOS == "linux" && goarch == runtime.GOARCH {
+		if _, err := exec.LookPath("cc"); err == nil {
+			cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
+				"-ldflags", "-s -w -linkmode external -extldflags -static -X main.Version="+version+" -X main.Revision="+rev,
+				"-o", out, "./cmd/baton-guard")
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch)
+			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("go build of baton-guard with its C guard for linux/%s: %v", goarch, err)
+			}
+			return nil
+		}
+	}
+	fmt.Printf("--- %s: the Go guard only (its C guard needs a C compiler for linux/%s here)\n", out, goarch)
+	return buildStatic(out, "./cmd/baton-guard", "linux", goarch, version, rev)
 }
 
 // docs writes the man pages (gzipped, as Debian keeps them) and the
