@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -695,6 +696,31 @@ static void supervise(int sfd) {
 	}
 }
 
+// spawn is what spawn_child needs; the child shares this process's memory
+// until it execs, and this process waits until it has (CLONE_VFORK).
+static struct {
+	const char *path;
+	char **argv, **envp;
+	sigset_t mask;
+	int self;
+	volatile int err; // the exec's errno, when it failed
+} spawn;
+static char spawn_stack[64 * 1024] __attribute__((aligned(16)));
+
+// spawn_child runs in the child, on its own stack: only system calls until
+// the exec, as in a vfork child.
+static int spawn_child(void *unused) {
+	(void)unused;
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (getppid() != spawn.self)
+		kill(getpid(), SIGKILL); // the guard died meanwhile: Pdeathsig came too late
+	sigprocmask(SIG_SETMASK, &spawn.mask, NULL);
+	execve(spawn.path, spawn.argv, spawn.envp);
+	spawn.err = errno;
+	_exit(127);
+}
+
 // guard_first runs before the Go runtime starts (a constructor). It returns
 // only when this process is not a guard or when it leaves the run to the
 // Go guard; otherwise it exits.
@@ -762,49 +788,28 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 		finish(&res);
 	}
 
-	// The command: its own process group, killed if this guard dies, and
-	// its exec's failure told back through a pipe that closes on exec.
-	int ep[2];
-	if (pipe2(ep, O_CLOEXEC) != 0) {
-		res.exit_code = 126;
-		puts_(&res.errbuf, "cannot run ");
-		puts_(&res.errbuf, opt.argv[0]);
-		puts_(&res.errbuf, ": ");
-		puts_(&res.errbuf, errtext(errno, e, sizeof e));
-		res.error = res.errbuf.b;
-		finish(&res);
-	}
-	int self = getpid();
-	pid_t pid = fork();
-	if (pid == 0) {
-		setpgid(0, 0);
-		prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-		if (getppid() != self)
-			kill(getpid(), SIGKILL); // the guard died meanwhile: Pdeathsig came too late
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		execve(opt.path, opt.argv, envp);
-		int err = errno;
-		writeall(ep[1], (char *)&err, sizeof err);
-		_exit(127);
-	}
-	close(ep[1]);
+	// The command: its own process group, killed if this guard dies. It is
+	// started as Go's os/exec starts one: a child that shares this
+	// process's memory until it execs (CLONE_VM|CLONE_VFORK), so no page
+	// table is copied and no page of this process faults on its next
+	// write; the child tells an exec's failure through that memory.
+	spawn.path = opt.path;
+	spawn.argv = opt.argv;
+	spawn.envp = envp;
+	spawn.mask = old;
+	spawn.self = getpid();
+	pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
 	if (pid < 0) {
-		close(ep[0]);
 		res.exit_code = 126;
 		puts_(&res.errbuf, "cannot run ");
 		puts_(&res.errbuf, opt.argv[0]);
-		puts_(&res.errbuf, ": fork: ");
+		puts_(&res.errbuf, ": clone: ");
 		puts_(&res.errbuf, errtext(errno, e, sizeof e));
 		res.error = res.errbuf.b;
 		finish(&res);
 	}
-	setpgid(pid, pid); // as the child does: whichever runs first
-	int err = 0;
-	ssize_t n;
-	while ((n = read(ep[0], &err, sizeof err)) < 0 && errno == EINTR)
-		;
-	close(ep[0]);
-	if (n == sizeof err) {
+	setpgid(pid, pid); // as the child did (a no-op now, or ESRCH)
+	if (spawn.err != 0) {
 		int ws;
 		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
 			;
@@ -812,7 +817,7 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 		puts_(&res.errbuf, "cannot run ");
 		puts_(&res.errbuf, opt.argv[0]);
 		puts_(&res.errbuf, ": ");
-		puts_(&res.errbuf, errtext(err, e, sizeof e));
+		puts_(&res.errbuf, errtext(spawn.err, e, sizeof e));
 		res.error = res.errbuf.b;
 		finish(&res);
 	}
