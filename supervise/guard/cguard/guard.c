@@ -388,6 +388,19 @@ static const char *errtext(int e, char *out, size_t n) {
 	return out;
 }
 
+// fail finishes with code and the error "what" + "what2" + ": " + err's
+// words, as the Go guard words a failed system call.
+static void fail(int code, const char *what, const char *what2, int err) {
+	struct report r = {.exit_code = code};
+	char e[128];
+	puts_(&r.errbuf, what);
+	puts_(&r.errbuf, what2);
+	puts_(&r.errbuf, ": ");
+	puts_(&r.errbuf, errtext(err, e, sizeof e));
+	r.error = r.errbuf.b;
+	finish(&r);
+}
+
 // ---- clocks ----
 
 static int64_t clock_ns(clockid_t c) {
@@ -573,32 +586,26 @@ static int on_reaped(int pid, int ws, struct report *res, int64_t *grace) {
 	}
 	procs_free(&res->strays);
 	res->strays = left;
+	// The same note as the Go guard's, by policy.
+	const char *says = " process(es) running; the lease stays held until they exit (--strays=wait): ";
+	int done = 0, stop = 0;
+	if (strcmp(opt.strays, "report") == 0)
+		says = " process(es) running, released anyway (--strays=report): ", done = 1;
+	else if (strcmp(opt.strays, "kill") == 0)
+		says = " process(es) running; stopping them (--strays=kill): ", stop = 1;
 	struct buf m = {0};
 	puts_(&m, "baton: the command exited and left ");
 	putint(&m, left.n);
-	if (strcmp(opt.strays, "report") == 0) {
-		puts_(&m, " process(es) running, released anyway (--strays=report): ");
-		describe(&m, &left);
-		puts_(&m, "\n");
-		writeall(2, m.b, m.n);
-		free(m.b);
-		return 1;
-	}
-	if (strcmp(opt.strays, "kill") == 0) {
-		puts_(&m, " process(es) running; stopping them (--strays=kill): ");
-		describe(&m, &left);
-		puts_(&m, "\n");
-		writeall(2, m.b, m.n);
+	puts_(&m, says);
+	describe(&m, &left);
+	puts_(&m, "\n");
+	writeall(2, m.b, m.n);
+	free(m.b);
+	if (stop) {
 		signal_tree(SIGTERM);
 		*grace = clock_ns(CLOCK_MONOTONIC) + opt.kill_after;
-	} else {
-		puts_(&m, " process(es) running; the lease stays held until they exit (--strays=wait): ");
-		describe(&m, &left);
-		puts_(&m, "\n");
-		writeall(2, m.b, m.n);
 	}
-	free(m.b);
-	return 0;
+	return done;
 }
 
 static void put_duration(struct buf *b, int64_t d) {
@@ -735,27 +742,18 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 		return; // the Go guard treats it as wait; so would this, but it is no input of baton's
 
 	struct report res = {0};
-	char e[128];
 	fcntl(fd_result, F_SETFD, FD_CLOEXEC);
 	fcntl(fd_lock, F_SETFD, FD_CLOEXEC); // EBADF when there is no lock: fine
 	if (opt.trust) {
 		fcntl(fd_trust, F_SETFD, FD_CLOEXEC);
 		void *m = mmap(NULL, 8, PROT_READ | PROT_WRITE, MAP_SHARED, fd_trust, 0);
 		if (m == MAP_FAILED) {
-			res.exit_code = exit_internal;
-			puts_(&res.errbuf, "cannot read the lease's trust window: mapping the trust cell: mmap: ");
-			puts_(&res.errbuf, errtext(errno, e, sizeof e));
-			res.error = res.errbuf.b;
-			finish(&res);
+			fail(exit_internal, "cannot read the lease's trust window: mapping the trust cell: mmap", "", errno);
 		}
 		trust_cell = m;
 	}
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-		res.exit_code = exit_internal;
-		puts_(&res.errbuf, "cannot become a child subreaper: ");
-		puts_(&res.errbuf, errtext(errno, e, sizeof e));
-		res.error = res.errbuf.b;
-		finish(&res);
+		fail(exit_internal, "cannot become a child subreaper", "", errno);
 	}
 	// Every signal the guard acts on is read from a signalfd; SIGPIPE is
 	// held too, so that a write to a gone supervisor fails, not kills. The
@@ -768,11 +766,7 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 	sigprocmask(SIG_BLOCK, &set, &old);
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0) {
-		res.exit_code = exit_internal;
-		puts_(&res.errbuf, "cannot read signals: signalfd: ");
-		puts_(&res.errbuf, errtext(errno, e, sizeof e));
-		res.error = res.errbuf.b;
-		finish(&res);
+		fail(exit_internal, "cannot read signals: signalfd", "", errno);
 	}
 	if (getppid() != opt.ppid) {
 		res.exit_code = exit_internal;
@@ -800,26 +794,14 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 	spawn.self = getpid();
 	pid_t pid = clone(spawn_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
 	if (pid < 0) {
-		res.exit_code = 126;
-		puts_(&res.errbuf, "cannot run ");
-		puts_(&res.errbuf, opt.argv[0]);
-		puts_(&res.errbuf, ": clone: ");
-		puts_(&res.errbuf, errtext(errno, e, sizeof e));
-		res.error = res.errbuf.b;
-		finish(&res);
+		fail(126, "cannot run ", opt.argv[0], errno); // as Go words a failed fork
 	}
 	setpgid(pid, pid); // as the child did (a no-op now, or ESRCH)
 	if (spawn.err != 0) {
 		int ws;
 		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
 			;
-		res.exit_code = 126;
-		puts_(&res.errbuf, "cannot run ");
-		puts_(&res.errbuf, opt.argv[0]);
-		puts_(&res.errbuf, ": ");
-		puts_(&res.errbuf, errtext(spawn.err, e, sizeof e));
-		res.error = res.errbuf.b;
-		finish(&res);
+		fail(126, "cannot run ", opt.argv[0], spawn.err);
 	}
 	main_pid = pid;
 	struct buf b = {0};

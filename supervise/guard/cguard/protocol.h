@@ -3,5 +3,5 @@
 // equal). A build may name another, as tests do for a guard of "another
 // build": CGO_CFLAGS=-DBATON_GUARD_PROTOCOL='"x"'.
 #ifndef BATON_GUARD_PROTOCOL
-#define BATON_GUARD_PROTOCOL "0c61d1e2c4"
+#define BATON_GUARD_PROTOCOL "2472bc2789"
 #endif
