@@ -21,6 +21,8 @@
 // subcommand). The guard package keeps to the packages every Go program
 // initialises first, so that a binary that blank-imports
 // supervise/guardinit starts its guards before the rest of it initialises.
+// Built with cgo, cmd/baton-guard also carries the same guard in C
+// (supervise/guard/cguard), which runs before the Go runtime starts at all.
 //
 // The lease is released only when the guard reports that the whole tree is
 // gone. For the local store the guard also holds a copy of the lock's
