@@ -167,13 +167,21 @@ func buildBaton(out, goos, goarch, version, rev string) error {
 // the small guard baton starts beside itself for each run) as buildBaton
 // does.
 func buildStatic(out, pkg, goos, goarch, version, rev string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -X main.Version="+version+" -X main.Revision="+rev,
-		"-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)
+	return goBuild(out, pkg, goos, goarch, version, rev, false)
+}
+
+// goBuild runs go build for goos/goarch with the version and revision set:
+// without cgo, or with cgo linked statically.
+func goBuild(out, pkg, goos, goarch, version, rev string, cgo bool) error {
+	ldflags, env := "-s -w -X main.Version="+version+" -X main.Revision="+rev, "CGO_ENABLED=0"
+	if cgo {
+		ldflags, env = "-linkmode external -extldflags -static "+ldflags, "CGO_ENABLED=1"
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
+	cmd.Env = append(os.Environ(), env, "GOOS="+goos, "GOARCH="+goarch)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build for %s/%s: %v", goos, goarch, err)
+		return fmt.Errorf("go build of %s for %s/%s: %v", pkg, goos, goarch, err)
 	}
 	return nil
 }
@@ -187,15 +195,7 @@ func buildStatic(out, pkg, goos, goarch, version, rev string) error {
 func buildGuard(out, goarch, version, rev string) error {
 	if runtime.GOOS == "linux" && goarch == runtime.GOARCH {
 		if _, err := exec.LookPath("cc"); err == nil {
-			cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=false",
-				"-ldflags", "-s -w -linkmode external -extldflags -static -X main.Version="+version+" -X main.Revision="+rev,
-				"-o", out, "./cmd/baton-guard")
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOOS=linux", "GOARCH="+goarch)
-			cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("go build of baton-guard with its C guard for linux/%s: %v", goarch, err)
-			}
-			return nil
+			return goBuild(out, "./cmd/baton-guard", "linux", goarch, version, rev, true)
 		}
 	}
 	fmt.Printf("--- %s: the Go guard only (its C guard needs a C compiler for linux/%s here)\n", out, goarch)

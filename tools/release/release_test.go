@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/batonhq/baton/supervise/guard"
 )
 
 // The documented release command builds a static baton and a .deb that
@@ -149,15 +151,7 @@ func TestReleaseDeb(t *testing.T) {
 	if err := json.Unmarshal(b, &v); err != nil || v.Version != version || v.Revision != strings.TrimSpace(string(head)) {
 		t.Errorf("the packaged baton version --json: %v %s", err, b)
 	}
-	// The packaged baton-guard of the host's architecture guards with its
-	// C guard: no Go runtime starts (GODEBUG=inittrace=1 would list its
-	// package initialisations).
-	cguard := exec.Command(filepath.Join(tree, "usr/bin/baton-guard"), "__guard", "--protocol", guardProtocol(t, filepath.Join(tree, "usr/bin/baton-guard")),
-		"--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/echo", "--", "echo", "guarded")
-	cguard.Env = append(os.Environ(), "GODEBUG=inittrace=1")
-	if b, err := cguard.CombinedOutput(); err != nil || string(b) != "guarded\n" {
-		t.Errorf("the packaged baton-guard's guard of echo: %v, output %q; want only the command's (no Go package initialised)", err, b)
-	}
+	checkCGuard(t, filepath.Join(tree, "usr/bin/baton-guard"))
 	// The packaged baton guards its runs with the packaged baton-guard:
 	// both speak one guard protocol.
 	run := exec.Command(filepath.Join(tree, "usr/bin/baton"), "run", "--lock-dir", t.TempDir(), "demo", "--", "sh", "-c", "readlink /proc/$PPID/exe")
@@ -200,15 +194,25 @@ func verifyUnits(t *testing.T, sa, tree string) {
 	}
 }
 
-// guardProtocol is the guard protocol a baton-guard names (--version).
-func guardProtocol(t *testing.T, bin string) string {
+// checkCGuard checks that the baton-guard bin, of the host's architecture,
+// guards with its C guard: no Go runtime starts (GODEBUG=inittrace=1 would
+// list its package initialisations).
+func checkCGuard(t *testing.T, bin string) {
 	t.Helper()
+	var protocol string
 	b, _ := exec.Command(bin, "--version").CombinedOutput()
 	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "Guard protocol: "); ok {
-			return p
+		if p, ok := strings.CutPrefix(line, guard.ProtocolLine); ok {
+			protocol = p
 		}
 	}
-	t.Fatalf("%s --version names no guard protocol: %q", bin, b)
-	return ""
+	if protocol == "" {
+		t.Fatalf("%s --version names no guard protocol: %q", bin, b)
+	}
+	cmd := exec.Command(bin, guard.Command, "--protocol", protocol,
+		"--ppid", strconv.Itoa(os.Getpid()), "--path", "/bin/echo", "--", "echo", "guarded")
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	if b, err := cmd.CombinedOutput(); err != nil || string(b) != "guarded\n" {
+		t.Errorf("the packaged baton-guard's guard of echo: %v, output %q; want only the command's (no Go package initialised)", err, b)
+	}
 }

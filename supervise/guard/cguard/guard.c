@@ -139,7 +139,7 @@ static void putjson(struct buf *b, const char *s, size_t n) {
 struct proc {
 	int pid;
 	struct buf argv; // NUL-separated, as in /proc/PID/cmdline
-	int argc;        // -1: gone (argv null)
+	int gone;        // no argv could be read (JSON null)
 };
 
 struct procs {
@@ -170,19 +170,15 @@ static ssize_t readfile(const char *path, struct buf *out) {
 }
 
 // readargv reads a process's argv as procfs.Argv does: its cmdline without
-// trailing NULs, else "[comm]", else none (argc -1).
+// trailing NULs, else "[comm]", else none (gone).
 static void readargv(int pid, struct proc *p) {
 	char path[64];
 	p->argv = (struct buf){0};
+	p->gone = 0;
 	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
-	ssize_t n = readfile(path, &p->argv);
-	if (n > 0) {
+	if (readfile(path, &p->argv) > 0) {
 		while (p->argv.n > 0 && p->argv.b[p->argv.n - 1] == 0)
 			p->argv.n--;
-		p->argc = 1;
-		for (size_t i = 0; i < p->argv.n; i++)
-			if (p->argv.b[i] == 0)
-				p->argc++;
 		return;
 	}
 	free(p->argv.b);
@@ -191,7 +187,7 @@ static void readargv(int pid, struct proc *p) {
 	snprintf(path, sizeof path, "/proc/%d/comm", pid);
 	if (readfile(path, &comm) < 0) {
 		free(comm.b);
-		p->argc = -1;
+		p->gone = 1;
 		return;
 	}
 	size_t a = 0, z = comm.n;
@@ -202,7 +198,6 @@ static void readargv(int pid, struct proc *p) {
 	put(&p->argv, "[", 1);
 	put(&p->argv, comm.b + a, z - a);
 	put(&p->argv, "]", 1);
-	p->argc = 1;
 	free(comm.b);
 }
 
@@ -300,7 +295,6 @@ struct report {
 	int started, done, exit_code, trust_expired;
 	struct procs strays;
 	const char *error; // NULL: none
-	struct buf errbuf;
 };
 
 static void put_report(struct buf *b, const struct report *r) {
@@ -323,7 +317,7 @@ static void put_report(struct buf *b, const struct report *r) {
 			puts_(b, "{\"pid\":");
 			putint(b, p->pid);
 			puts_(b, ",\"argv\":");
-			if (p->argc < 0) {
+			if (p->gone) {
 				puts_(b, "null");
 			} else {
 				put(b, "[", 1);
@@ -391,14 +385,13 @@ static const char *errtext(int e, char *out, size_t n) {
 // fail finishes with code and the error "what" + "what2" + ": " + err's
 // words, as the Go guard words a failed system call.
 static void fail(int code, const char *what, const char *what2, int err) {
-	struct report r = {.exit_code = code};
+	struct buf m = {0};
 	char e[128];
-	puts_(&r.errbuf, what);
-	puts_(&r.errbuf, what2);
-	puts_(&r.errbuf, ": ");
-	puts_(&r.errbuf, errtext(err, e, sizeof e));
-	r.error = r.errbuf.b;
-	finish(&r);
+	puts_(&m, what);
+	puts_(&m, what2);
+	puts_(&m, ": ");
+	puts_(&m, errtext(err, e, sizeof e));
+	finish(&(struct report){.exit_code = code, .error = m.b});
 }
 
 // ---- clocks ----
@@ -467,7 +460,7 @@ static int64_t parse_duration(const char *s) {
 // parse_args reads the flags as the Go guard's parseArgs; 0 when they are
 // not all understood.
 static int parse_args(char **args, struct options *o) {
-	*o = (struct options){.strays = "wait", .kill_after = 10000000000LL, .ppid = -1};
+	*o = (struct options){.strays = "wait", .kill_after = 10000000000LL};
 	const char *ppid = NULL;
 	while (*args) {
 		const char *a = *args;
@@ -518,8 +511,6 @@ static int parse_args(char **args, struct options *o) {
 		o->ppid = strtol(ppid, &end, 10);
 		if (*ppid == 0 || *end != 0 || errno || ppid[0] == ' ')
 			return 0;
-	} else {
-		o->ppid = 0;
 	}
 	o->argv = args;
 	return *args != NULL && o->path != NULL && o->protocol != NULL;
@@ -796,7 +787,6 @@ __attribute__((constructor)) static void guard_first(int argc, char **argv, char
 	if (pid < 0) {
 		fail(126, "cannot run ", opt.argv[0], errno); // as Go words a failed fork
 	}
-	setpgid(pid, pid); // as the child did (a no-op now, or ESRCH)
 	if (spawn.err != 0) {
 		int ws;
 		while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
