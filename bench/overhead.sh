@@ -3,7 +3,10 @@
 # `flock -n LOCKFILE true`, in one run: BLOCKS blocks of RUNS invocations each,
 # alternating baton and flock block by block (and which one goes first), so
 # that both see the same machine state. Each block also times the same baton
-# without baton-guard beside it (it re-executes itself as each run's guard).
+# without baton-guard beside it (it re-executes itself as each run's guard),
+# and the run alone: bench/runfloor, baton's early `run` path with nothing
+# else linked, the floor of a Go `baton run` (built from this tree, even
+# with BATON_BIN).
 # With DB=1, `baton run --db URL`
 # against a throwaway PostgreSQL cluster (bench/cluster.sh: default
 # durability, unix socket) takes its turn in every block too, and so does
@@ -55,11 +58,20 @@ lockfile="$tmp/flock.lock"
 mkdir "$tmp/self"
 cp "$baton" "$tmp/self/baton"
 selfguard="$tmp/self/baton"
+# The run alone: bench/runfloor links baton's early `run` path and nothing
+# else, with the same baton-guard beside it. What it saves against baton is
+# what the rest of the binary costs a run; its ratio is the floor of a Go
+# `baton run`, however the packages were ordered.
+mkdir "$tmp/floor"
+go build -o "$tmp/floor/baton" ./bench/runfloor
+cp "$(dirname "$baton")/baton-guard" "$tmp/floor/"
+runfloor="$tmp/floor/baton"
 truebin=$(command -v true) # the same external true for all; not the builtin
 
 # Check each works before timing them.
 "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"
 "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
+"$runfloor" run --lock-dir "$tmp/locks" bench -- "$truebin"
 flock -n "$lockfile" "$truebin"
 [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
 [ -z "$DB" ] || "${psql[@]}" -d "$db" -c 'select 1' >/dev/null
@@ -67,6 +79,7 @@ flock -n "$lockfile" "$truebin"
 for _ in 1 2 3 4 5; do
   "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"
   "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"
+  "$runfloor" run --lock-dir "$tmp/locks" bench -- "$truebin"
   flock -n "$lockfile" "$truebin"
   [ -z "$DB" ] || "$baton" run --db "$url" bench -- "$truebin"
   [ -z "$DB" ] || "${psql[@]}" -d "$db" -c 'select 1' >/dev/null
@@ -82,6 +95,7 @@ block() {
 }
 block_baton() { block "$baton" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
 block_self() { block "$selfguard" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
+block_runfloor() { block "$runfloor" run --lock-dir "$tmp/locks" bench -- "$truebin"; }
 block_db() { block "$baton" run --db "$url" bench -- "$truebin"; }
 block_psql() { block "${psql[@]}" -d "$db" -c 'select 1' -o /dev/null; }
 block_flock() { block flock -n "$lockfile" "$truebin"; }
@@ -92,13 +106,13 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 for ((b = 1; b <= BLOCKS; b++)); do
   nd=0 np=0
   if ((b % 2)); then
-    nb=$(block_baton); ns=$(block_self); [ -z "$DB" ] || { nd=$(block_db); np=$(block_psql); }; nf=$(block_flock)
+    nb=$(block_baton); nr=$(block_runfloor); ns=$(block_self); [ -z "$DB" ] || { nd=$(block_db); np=$(block_psql); }; nf=$(block_flock)
   else
-    nf=$(block_flock); [ -z "$DB" ] || { np=$(block_psql); nd=$(block_db); }; ns=$(block_self); nb=$(block_baton)
+    nf=$(block_flock); [ -z "$DB" ] || { np=$(block_psql); nd=$(block_db); }; ns=$(block_self); nr=$(block_runfloor); nb=$(block_baton)
   fi
-  printf '%d\t%d\t%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" "$ns" "$np" >>"$raw"
-  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v ns="$ns" -v np="$np" -v r="$RUNS" \
-    'BEGIN { printf "    block %d: baton %.3f ms, baton as its own guard %.3f ms, flock %.3f ms, baton --db %.3f ms, psql select 1 %.3f ms per invocation\n", b, nb / r / 1e6, ns / r / 1e6, nf / r / 1e6, nd / r / 1e6, np / r / 1e6 }' >&2
+  printf '%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$b" "$nb" "$nf" "$nd" "$ns" "$np" "$nr" >>"$raw"
+  awk -v b="$b" -v nb="$nb" -v nf="$nf" -v nd="$nd" -v ns="$ns" -v np="$np" -v nr="$nr" -v r="$RUNS" \
+    'BEGIN { printf "    block %d: baton %.3f ms, the run alone %.3f ms, baton as its own guard %.3f ms, flock %.3f ms, baton --db %.3f ms, psql select 1 %.3f ms per invocation\n", b, nb / r / 1e6, nr / r / 1e6, ns / r / 1e6, nf / r / 1e6, nd / r / 1e6, np / r / 1e6 }' >&2
 done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -111,25 +125,28 @@ awk -F'\t' -v r="$RUNS" -v db="$DB" '
     for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j+1] = a[j]; a[j+1] = t }
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
   }
-  { sb += $2; sf += $3; sd += $4; ss += $5; sp += $6; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6; ls = ls " " $5 / r / 1e6; lp = lp " " $6 / r / 1e6 }
+  { sb += $2; sf += $3; sd += $4; ss += $5; sp += $6; sr += $7; n++; lb = lb " " $2 / r / 1e6; lf = lf " " $3 / r / 1e6; ld = ld " " $4 / r / 1e6; ls = ls " " $5 / r / 1e6; lp = lp " " $6 / r / 1e6; lr = lr " " $7 / r / 1e6 }
   END {
-    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6; ms = ss / n / r / 1e6; mp = sp / n / r / 1e6
+    mb = sb / n / r / 1e6; mf = sf / n / r / 1e6; md = sd / n / r / 1e6; ms = ss / n / r / 1e6; mp = sp / n / r / 1e6; mr = sr / n / r / 1e6
     print "| command | mean ms / invocation | median of block means | fastest block | slowest block |"
     print "|---|---:|---:|---:|---:|"
-    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " "); split(ls, as, " "); split(lp, ap, " ")
-    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]; mins = maxs = as[1]; minp = maxp = ap[1]
+    split(lb, ab, " "); split(lf, af, " "); split(ld, ad, " "); split(ls, as, " "); split(lp, ap, " "); split(lr, ar, " ")
+    minb = maxb = ab[1]; minf = maxf = af[1]; mind = maxd = ad[1]; mins = maxs = as[1]; minp = maxp = ap[1]; minr = maxr = ar[1]
     for (i = 1; i <= n; i++) {
       if (ap[i] < minp) minp = ap[i]; if (ap[i] > maxp) maxp = ap[i]
+      if (ar[i] < minr) minr = ar[i]; if (ar[i] > maxr) maxr = ar[i]
       if (as[i] < mins) mins = as[i]; if (as[i] > maxs) maxs = as[i]
       if (ab[i] < minb) minb = ab[i]; if (ab[i] > maxb) maxb = ab[i]; if (af[i] < minf) minf = af[i]; if (af[i] > maxf) maxf = af[i]
       if (ad[i] < mind) mind = ad[i]; if (ad[i] > maxd) maxd = ad[i]
     }
     printf "| `baton run --lock-dir DIR bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", mb, median(lb), minb, maxb
+    printf "| the run alone: `bench/runfloor run …`, the same run with nothing else linked | %.3f | %.3f | %.3f | %.3f |\n", mr, median(lr), minr, maxr
     printf "| the same, baton as its own guard (no baton-guard beside it) | %.3f | %.3f | %.3f | %.3f |\n", ms, median(ls), mins, maxs
     if (db) printf "| `baton run --db URL bench -- true` | %.3f | %.3f | %.3f | %.3f |\n", md, median(ld), mind, maxd
     if (db) printf "| `psql -c \x27select 1\x27` on the same database (a connection\x27s floor) | %.3f | %.3f | %.3f | %.3f |\n", mp, median(lp), minp, maxp
     printf "| `flock -n LOCKFILE true` | %.3f | %.3f | %.3f | %.3f |\n", mf, median(lf), minf, maxf
     printf "| ratio baton / flock | %.2f | %.2f | | |\n", mb / mf, median(lb) / median(lf)
+    printf "| ratio the run alone / flock | %.2f | %.2f | | |\n", mr / mf, median(lr) / median(lf)
     printf "| ratio baton as its own guard / flock | %.2f | %.2f | | |\n", ms / mf, median(ls) / median(lf)
     if (db) printf "| ratio baton --db / flock | %.2f | %.2f | | |\n", md / mf, median(ld) / median(lf)
     if (db) printf "| ratio psql select 1 / flock | %.2f | %.2f | | |\n", mp / mf, median(lp) / median(lf)
