@@ -157,11 +157,32 @@ func tooBig(path, size string) *Error {
 // the file in problems and anchors relative job directories; it need not
 // exist. The error, if any, is an *Error.
 func Parse(path string, data []byte) (*File, error) {
+	return parse(path, data, chunkJobs)
+}
+
+// chunkJobs is how many jobs of a large file Parse decodes at once (see
+// parseInChunks).
+const chunkJobs = 200
+
+// parse is Parse, decoding a large file per jobs at a time.
+func parse(path string, data []byte, per int) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, tooBig(path, strconv.Itoa(len(data)))
 	}
+	if f := parseInChunks(path, data, per); f != nil {
+		return f, nil
+	}
+	return parseWhole(path, data)
+}
+
+// decodedHook, when set (by tests), sees each YAML document decoded.
+var decodedHook func(doc *yaml.Node)
+
+// parseWhole parses data as one YAML document: every problem is found
+// and placed, whatever the file's shape.
+func parseWhole(path string, data []byte) (*File, error) {
 	p := &parser{path: path}
-	jobs := p.file(data)
+	jobs := p.file(data, nil)
 	if len(p.problems) > 0 {
 		return nil, p.error()
 	}
@@ -177,6 +198,8 @@ type parser struct {
 	problems []Problem
 	firstJob map[string]int // name → the line of the name in its first job
 	notify   FileNotify     // the top-level notify
+	jobsLine int            // the line of the jobs sequence, once read
+	jobsLen  int            // how many items it had
 }
 
 func (p *parser) add(n *yaml.Node, field, format string, args ...any) {
@@ -269,17 +292,22 @@ func parseError(data []byte) (string, bool) {
 	}
 }
 
-func (p *parser) file(data []byte) []baton.Job {
+// file parses data, one job file's text, and appends its jobs to jobs.
+func (p *parser) file(data []byte, jobs []baton.Job) []baton.Job {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
+	err := dec.Decode(&doc)
+	if decodedHook != nil && err == nil {
+		decodedHook(&doc)
+	}
+	if err != nil {
 		if err != io.EOF {
 			p.syntax(data, err)
-			return nil
+			return jobs
 		}
 		// Nothing but blanks and comments.
 		p.noJobs(&yaml.Node{Line: 1, Column: 1})
-		return nil
+		return jobs
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
@@ -291,16 +319,16 @@ func (p *parser) file(data []byte) []baton.Job {
 	}
 	if len(doc.Content) == 0 {
 		p.noJobs(&yaml.Node{Line: max(doc.Line, 1), Column: max(doc.Column, 1)})
-		return nil
+		return jobs
 	}
 	root := doc.Content[0]
 	p.refuseAliases(root, "")
 	if isNull(root) {
 		p.noJobs(root)
-		return nil
+		return jobs
 	}
 	if !p.kind(root, "document", yaml.MappingNode, "a mapping with the one key jobs") {
-		return nil
+		return jobs
 	}
 	var seq *yaml.Node
 	seen := p.fields(root, "", []string{"jobs", "notify"}, func(key string, v *yaml.Node, field string) {
@@ -317,10 +345,16 @@ func (p *parser) file(data []byte) []baton.Job {
 		p.add(root, "jobs", "missing; a job file is a mapping with the one key jobs, a sequence of jobs")
 	}
 	if seq == nil {
-		return nil
+		return jobs
 	}
-	p.firstJob = make(map[string]int, len(seq.Content))
-	jobs := make([]baton.Job, 0, len(seq.Content))
+	p.jobsLine, p.jobsLen = seq.Line, len(seq.Content)
+	if p.firstJob == nil {
+		p.firstJob = make(map[string]int, len(seq.Content))
+	}
+	if jobs == nil {
+		jobs = make([]baton.Job, 0, len(seq.Content))
+	}
+	from := len(jobs)
 	for i, n := range seq.Content {
 		// The job's nodes are garbage once it is decoded: a file of 10,000
 		// jobs holds over 10 MB of them, which need not stay beside the
@@ -332,7 +366,7 @@ func (p *parser) file(data []byte) []baton.Job {
 		}
 		jobs = append(jobs, p.job(n, field).WithDefaults())
 	}
-	for i := range jobs {
+	for i := from; i < len(jobs); i++ {
 		jobs[i].Notify = p.notify.resolve(jobs[i].Notify)
 	}
 	return jobs

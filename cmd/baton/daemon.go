@@ -320,10 +320,11 @@ const loadGCPercent = 25
 
 // leanGC lowers the garbage collector's target to loadGCPercent until the
 // returned func is called (once; later calls do nothing). Parsing a job
-// file makes mostly garbage (the YAML's node tree: over 10 MB for 10,000
-// jobs), and with the default target of 100 the heap grows to twice what
-// is live before it is collected: that was the daemon's peak of memory.
-// A few more collections, once per load, keep the peak near what is live.
+// file makes mostly garbage (the YAML's node trees: over 10 MB for 10,000
+// jobs, though package jobfile decodes a large file 200 jobs at a time),
+// and with the default target of 100 the heap grows to twice what is live
+// before it is collected. A few more collections, once per load, keep the
+// peak near what is live.
 // A lower GOGC of the environment (or GOGC=off) is left alone.
 func leanGC() (restore func()) {
 	old := debug.SetGCPercent(loadGCPercent)
