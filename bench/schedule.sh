@@ -30,7 +30,10 @@
 #   connections      most seen per daemon (pg_stat_activity), and the pool max
 #   CPU, RSS         per daemon process: (utime+stime)/elapsed, and its
 #                    reaped children's (the guards and commands); VmRSS at
-#                    the end of the run and VmHWM (the peak)
+#                    the end of the run and VmHWM (the peak); and, sampled
+#                    every 5 s, the most seen of RssAnon (its heap, stacks
+#                    and runtime: what it allocated), RssFile (the pages of
+#                    its binary and libraries it touched) and threads
 #
 # With KILL_AFTER=S, daemon d1 is killed with SIGKILL S seconds into the
 # measured window (a crash: its claims, leases and guards are left behind for
@@ -105,7 +108,21 @@ kill_at=""
 if [ -n "$KILL_AFTER" ]; then kill_at=$(( (loaded / 60 + 2) * 60 + KILL_AFTER )); fi
 killed=""
 : >"$tmp/conns"
+declare -A anon_max file_max threads_max
+# sample_memory: the most RssAnon, RssFile (MB) and threads seen per daemon.
+sample_memory() {
+  local p a f t
+  for p in "${pids[@]}"; do
+    [ "$p" = "$killed" ] && continue
+    read -r a f t < <(awk '/^RssAnon/ {a = $2} /^RssFile/ {f = $2} /^Threads/ {t = $2} END {print a + 0, f + 0, t + 0}' "/proc/$p/status" 2>/dev/null || echo 0 0 0)
+    ((a > ${anon_max[$p]:-0})) && anon_max[$p]=$a
+    ((f > ${file_max[$p]:-0})) && file_max[$p]=$f
+    ((t > ${threads_max[$p]:-0})) && threads_max[$p]=$t
+  done
+  return 0
+}
 while [ "$(date +%s)" -lt "$end" ]; do
+  sample_memory
   if [ -n "$kill_at" ] && [ -z "$killed" ] && [ "$(date +%s)" -ge "$kill_at" ]; then
     kill -KILL "${pids[0]}"
     killed=${pids[0]}
@@ -123,7 +140,8 @@ for p in "${pids[@]}"; do
     'BEGIN {printf "%.1f", 100 * (b - a) / c / (t1 - t0)}')
   cpu[$p]=$(awk -v a="${cpu0[$p]}" -v b="$(cpu_ticks "$p")" -v c="$clk" -v t0="$t0" -v t1="$t1" \
     'BEGIN {printf "%.1f", 100 * (b - a) / c / (t1 - t0)}')
-  rss[$p]=$(awk '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} END {printf "%.0f MB (peak %.0f MB)", r / 1024, h / 1024}' "/proc/$p/status")
+  rss[$p]=$(awk -v a="${anon_max[$p]:-0}" -v f="${file_max[$p]:-0}" -v t="${threads_max[$p]:-0}" \
+    '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} END {printf "%.0f MB (peak %.0f MB; most sampled: anon %.0f MB, file %.0f MB, %d threads)", r / 1024, h / 1024, a / 1024, f / 1024, t}' "/proc/$p/status")
 done
 drain_start=$(date +%s)
 stop_daemons
