@@ -77,7 +77,7 @@ func parseInChunks(path string, data []byte, per int) *File {
 	p := &parser{path: path}
 	skeleton := append(append(append([]byte{}, data[:keyAt]...), "jobs: []\n"...), data[end:]...)
 	keyLine := bytes.Count(data[:keyAt], []byte("\n")) + 1
-	if jobs := p.file(skeleton, nil); len(jobs) > 0 || len(p.problems) > 0 || p.jobsLine != keyLine || p.jobsLen != 0 {
+	if p.file(skeleton, nil); len(p.problems) > 0 || p.jobsLine != keyLine || p.jobsLen != 0 {
 		return nil
 	}
 	jobs := make([]baton.Job, 0, len(starts))
@@ -86,11 +86,10 @@ func parseInChunks(path string, data []byte, per int) *File {
 		if c+per < len(starts) {
 			to = starts[c+per]
 		}
-		doc := append([]byte("jobs:\n"), data[starts[c]:to]...)
-		had := len(jobs)
-		p.jobsLine, p.jobsLen = 0, 0
-		jobs = p.file(doc, jobs)
-		if len(p.problems) > 0 || p.jobsLen != min(per, len(starts)-c) || len(jobs)-had != p.jobsLen {
+		// Without a problem, p.file read this chunk's sequence (jobsLen)
+		// and made a job of each of its items.
+		jobs = p.file(append([]byte("jobs:\n"), data[starts[c]:to]...), jobs)
+		if len(p.problems) > 0 || p.jobsLen != min(per, len(starts)-c) {
 			return nil
 		}
 	}
