@@ -17,6 +17,7 @@
 #
 # Usage:  bench/claims.sh
 # Env:    JOBS=10000 SECS=10 MAX_CONCURRENT=64 DAEMONS="1 3"
+#         BUILD=release (the default) or go (bench/build.sh)
 #         LOCAL_JOBS=1000 (the local store's flock leases are far slower; 0 skips it)
 #         PGBIN=/usr/lib/postgresql/15/bin
 set -euo pipefail

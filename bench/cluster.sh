@@ -1,8 +1,8 @@
-# Shared by the benchmark scripts: checks the tools, builds baton (no -race)
-# into $tmp, starts a throwaway PostgreSQL cluster with DEFAULT durability
+# Shared by the benchmark scripts: checks the tools, builds baton and
+# baton-guard into $tmp (bench/build.sh: as the release does, or BUILD=go), starts a throwaway PostgreSQL cluster with DEFAULT durability
 # (fsync, synchronous_commit, full_page_writes on) on a unix socket, creates
 # database $db, runs baton migrate, and stops and removes it all on exit.
-# Sets: PGBIN tmp pgdir port baton psql db url secs. Source it after
+# Sets: PGBIN tmp pgdir port baton build psql db url secs. Source it after
 # `set -euo pipefail`, with DURATION set and the working directory at the
 # repository's root.
 
@@ -46,7 +46,8 @@ as_pg() {
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
 echo "--- building baton at $rev" >&2
-go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
+. bench/build.sh
+build_baton "$tmp" # and baton-guard, the guard it starts for each run
 baton="$tmp/baton"
 
 # --- the cluster

@@ -14,7 +14,7 @@
 # guard (BATON_GUARD_GO=1).
 #
 # Usage:  bench/guard.sh          (from anywhere inside the repo)
-# Env:    ROUNDS=20  CONC=20
+# Env:    ROUNDS=20  CONC=20  BUILD=release (the default) or go (bench/build.sh)
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-20}
@@ -29,7 +29,8 @@ trap 'exit 130' INT TERM
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
 echo "--- building baton and baton-guard at $rev" >&2
-go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard
+. bench/build.sh
+build_baton "$tmp"
 protocol=$("$tmp/baton-guard" --version 2>&1 | sed -n 's/^Guard protocol: //p')
 truebin=$(command -v true)
 
@@ -55,7 +56,7 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 hz=$(getconf CLK_TCK)
 n=$((ROUNDS * CONC))
 echo
-echo "baton $rev (go build, no -race): $ROUNDS rounds of $CONC guards of \`true\` at once, interleaved; load average $load0 at the start, $load1 at the end."
+echo "baton $rev ($build): $ROUNDS rounds of $CONC guards of \`true\` at once, interleaved; load average $load0 at the start, $load1 at the end."
 echo
 echo "| guard | CPU per run | less the floor | ratio to baton as its own guard, less the floor |"
 echo "|---|---:|---:|---:|"

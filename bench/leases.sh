@@ -68,7 +68,7 @@ done
 
 # --- report: median of rounds per client count
 echo
-echo "baton $rev (go build, no -race); PostgreSQL $("${psql[@]}" -d "$db" -At -c 'show server_version'), $settings; ${ROUNDS} rounds of ${DURATION} each, interleaved; median of rounds."
+echo "baton $rev ($build); PostgreSQL $("${psql[@]}" -d "$db" -At -c 'show server_version'), $settings; ${ROUNDS} rounds of ${DURATION} each, interleaved; median of rounds."
 echo
 awk -F'\t' -v clients="$CLIENTS" '
   function median(s,   a, n, i, j, t) {

@@ -18,6 +18,7 @@
 #
 # Usage:  bench/overhead.sh          (from anywhere inside the repo)
 # Env:    BLOCKS=10  RUNS=100  DB=1 (also --db)
+#         BUILD=release (the default: built as the release is) or go (bench/build.sh)
 #         BATON_BIN=PATH (measure that binary instead of building this tree)
 set -euo pipefail
 
@@ -42,7 +43,8 @@ else
   [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
   if [ -z "${BATON_BIN:-}" ]; then
     echo "--- building baton at $rev" >&2
-    go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
+    . bench/build.sh
+    build_baton "$tmp" # and baton-guard, the guard it starts for each run
     baton="$tmp/baton"
   fi
 fi
@@ -63,7 +65,8 @@ selfguard="$tmp/self/baton"
 # what the rest of the binary costs a run; its ratio is the floor of a Go
 # `baton run`, however the packages were ordered.
 mkdir "$tmp/floor"
-go build -o "$tmp/floor/baton" ./bench/runfloor
+. bench/build.sh
+build_like "$tmp/floor/baton" ./bench/runfloor
 cp "$(dirname "$baton")/baton-guard" "$tmp/floor/"
 runfloor="$tmp/floor/baton"
 truebin=$(command -v true) # the same external true for all; not the builtin
@@ -117,7 +120,7 @@ done
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo
-echo "baton $rev (go build, no -race); $BLOCKS blocks of $RUNS invocations each, alternating; mean wall time per invocation, fork and exec by bash included; load average $load0 at the start, $load1 at the end."
+echo "baton $rev (${build:-BATON_BIN}); $BLOCKS blocks of $RUNS invocations each, alternating; mean wall time per invocation, fork and exec by bash included; load average $load0 at the start, $load1 at the end."
 echo
 awk -F'\t' -v r="$RUNS" -v db="$DB" '
   function median(s,   a, n, i, j, t) {

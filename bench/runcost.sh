@@ -16,6 +16,7 @@
 #
 # Usage:  bench/runcost.sh            (from anywhere inside the repo)
 # Env:    JOBS=20  WINDOW=30 (seconds)  DB=   (DB: a PostgreSQL URL; empty: the local store)
+#         BUILD=release (the default: built as the release is) or go (bench/build.sh)
 #         BATON_BIN=PATH  (measure that binary instead of building this tree)
 set -euo pipefail
 
@@ -41,7 +42,8 @@ if [ -n "${BATON_BIN:-}" ]; then # a baton built elsewhere, e.g. at another comm
   rev="$($baton version | cut -d' ' -f2-) ($BATON_BIN)"
 else
   echo "--- building baton at $rev" >&2
-  go build -o "$tmp/" ./cmd/baton ./cmd/baton-guard # baton-guard: the guard it starts for each run
+  . bench/build.sh
+  build_baton "$tmp" # and baton-guard, the guard it starts for each run
   baton="$tmp/baton"
 fi
 mkdir "$tmp/locks"
@@ -96,7 +98,7 @@ n=$(awk -F'\t' 'NR == 1 { print ($4 > 0 ? $4 : 1) }' "$tmp/rows.tsv")
 floor=$(bash -c 'for ((i = 0; i < '"$n"'; i++)); do flock -n "'"$tmp"'/flock.lock" true; done; cat /proc/$$/stat' | awk '{print $14 + $15 + $16 + $17}')
 
 echo
-echo "baton $rev (go build, no -race), store: ${DB:+PostgreSQL}${DB:-local}; $JOBS jobs every second, $SECS s a window; load average $load0 at the start, $load1 at the end."
+echo "baton $rev (${build:-BATON_BIN}), store: ${DB:+PostgreSQL}${DB:-local}; $JOBS jobs every second, $SECS s a window; load average $load0 at the start, $load1 at the end."
 echo
 awk -F'\t' -v e="$((JOBS * SECS))" -v f="$floor" -v n="$n" -v hz="$clk" '
   BEGIN {

@@ -45,7 +45,7 @@
 #
 # Usage:  bench/schedule.sh
 # Env:    JOBS=10000 DAEMONS=3 MINUTES=5 MAX_CONCURRENT=64 KILL_AFTER= RETRIES=0
-#         EVERY=minute
+#         EVERY=minute  BUILD=release (the default) or go (bench/build.sh)
 #         PGBIN=/usr/lib/postgresql/15/bin (else the newest there, else $PATH)
 set -euo pipefail
 

@@ -4,6 +4,10 @@
 //
 //	go run ./tools/release                 # version from git: the tag of HEAD, else a pseudo-version
 //	go run ./tools/release -version v1.2.0 # name it
+//	go run ./tools/release -bin DIR        # only this machine's baton and baton-guard, into DIR
+//
+// -bin builds the two binaries of the release for this machine, with the
+// same flags, and nothing else: the scripts in bench/ measure what ships.
 //
 // The .deb is built by nfpm, pinned by tools/nfpm/go.mod and run with
 // 'go tool nfpm', so that baton's own go.mod does not carry it. What the
@@ -35,6 +39,7 @@ func main() {
 	flag.StringVar(&o.version, "version", "", "release `VERSION` (vX.Y.Z); default: the tag of HEAD, else a pseudo-version v0.0.0-TIME-COMMIT (+dirty)")
 	flag.StringVar(&o.out, "out", "dist", "write the artefacts into `DIR` (emptied first)")
 	flag.StringVar(&o.arches, "arch", "amd64,arm64", "comma-separated GOARCHes to build for linux")
+	flag.StringVar(&o.bin, "bin", "", "build only this machine's baton and baton-guard, as the release does, into `DIR` (no .deb, no sums)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "release: takes no arguments, got %q\n", flag.Args())
@@ -47,7 +52,7 @@ func main() {
 }
 
 type options struct {
-	version, out, arches string
+	version, out, arches, bin string
 }
 
 // release runs in the repository's root.
@@ -67,6 +72,9 @@ func release(o options) error {
 	}
 	if !regexp.MustCompile(`^v\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]+)?$`).MatchString(version) {
 		return fmt.Errorf("-version %q: want vMAJOR.MINOR.PATCH, with an optional -pre-release or +build", version)
+	}
+	if o.bin != "" {
+		return binaries(o.bin, version, rev)
 	}
 	if err := os.RemoveAll(o.out); err != nil {
 		return err
@@ -118,6 +126,21 @@ func release(o options) error {
 	}
 	fmt.Printf("--- %s: %s and SHA256SUMS\n", o.out, strings.Join(bases(artefacts), ", "))
 	return nil
+}
+
+// binaries builds this machine's baton and baton-guard into dir as the
+// release builds them (-bin).
+func binaries(dir, version, rev string) error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("-bin builds for this machine, and baton's release is for linux, not %s", runtime.GOOS)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := buildBaton(filepath.Join(dir, "baton"), "linux", runtime.GOARCH, version, rev); err != nil {
+		return err
+	}
+	return buildGuard(filepath.Join(dir, "baton-guard"), runtime.GOARCH, version, rev)
 }
 
 func git(args ...string) (string, error) {

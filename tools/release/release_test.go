@@ -216,3 +216,46 @@ func checkCGuard(t *testing.T, bin string) {
 		t.Errorf("the packaged baton-guard's guard of echo: %v, output %q; want only the command's (no Go package initialised)", err, b)
 	}
 }
+
+// -bin builds only this machine's two binaries, as the release does: both
+// static, named baton and baton-guard, the guard the one baton speaks to,
+// and nothing else in the directory (bench/ measures what ships with it).
+func TestReleaseBin(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "bin")
+	cmd := exec.Command("go", "run", "./tools/release", "-version", "v1.2.3", "-bin", dir)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go run ./tools/release -bin: %v\n%s", err, b)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"baton", "baton-guard"}; !slices.Equal(names, want) {
+		t.Fatalf("-bin wrote %q, want %q", names, want)
+	}
+	for _, name := range names {
+		f, err := elf.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked", name)
+			}
+		}
+		f.Close()
+	}
+	if out, err := exec.Command(filepath.Join(dir, "baton"), "version").Output(); err != nil || !strings.HasPrefix(string(out), "baton v1.2.3 ") {
+		t.Errorf("baton version: %q, %v; want baton v1.2.3 …", out, err)
+	}
+	out, _ := exec.Command(filepath.Join(dir, "baton-guard"), "--version").CombinedOutput()
+	if !strings.Contains(string(out), guard.ProtocolLine+guard.Protocol) {
+		t.Errorf("baton-guard --version: %q, want its protocol %s", out, guard.Protocol)
+	}
+}
