@@ -4,8 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 
@@ -59,7 +58,7 @@ func (r *Report) add(level, check, format string, args ...any) {
 // replace them to reach the branches that depend on the host.
 var (
 	protectedRegularPath = "/proc/sys/fs/protected_regular"
-	lookupGroup          = user.LookupGroup
+	lookupGroup          = func(name string) (*Group, error) { return accounts.LookupGroup(name) }
 	geteuid              = os.Geteuid
 	access               = unix.Access // access(2): EROFS needs a read-only mount
 )
@@ -83,7 +82,7 @@ func CheckDir(dir, scope string, create bool) Report {
 		r.add(LevelError, "exists", "the lock directory is empty: name one with --lock-dir")
 		return r
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
+	if abs, err := absPath(dir); err == nil {
 		r.Dir = abs
 	}
 	dir = r.Dir
@@ -355,7 +354,7 @@ func (r *Report) checkLockFiles(dirSt *unix.Stat_t) {
 			continue
 		}
 		n++
-		path := filepath.Join(r.Dir, e.Name())
+		path := path.Join(r.Dir, e.Name())
 		var st unix.Stat_t
 		if err := unix.Lstat(path, &st); err != nil {
 			continue // removed since ReadDir
@@ -449,7 +448,7 @@ func fileKind(mode uint32) string {
 // existingAncestor returns the nearest ancestor of dir that exists.
 func existingAncestor(dir string) string {
 	for {
-		parent := filepath.Dir(dir)
+		parent := path.Dir(dir)
 		if _, err := os.Stat(parent); err == nil || parent == dir {
 			return parent
 		}
@@ -459,24 +458,22 @@ func existingAncestor(dir string) string {
 
 // resolve returns dir with the symbolic links of its existing part resolved.
 func resolve(dir string) string {
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
+	if real, err := evalSymlinks(dir); err == nil {
 		return real
 	}
 	anc := existingAncestor(dir)
-	real, err := filepath.EvalSymlinks(anc)
+	real, err := evalSymlinks(anc)
 	if err != nil {
 		return dir
 	}
-	rest, err := filepath.Rel(anc, dir)
-	if err != nil {
-		return dir
-	}
-	return filepath.Join(real, rest)
+	// anc is dir or one of its ancestors, as existingAncestor walked up to
+	// it: what follows it in dir is the part that does not exist.
+	return path.Join(real, strings.TrimPrefix(path.Clean(dir), anc))
 }
 
 func userName(uid uint32) string {
 	id := strconv.FormatUint(uint64(uid), 10)
-	if u, err := user.LookupId(id); err == nil {
+	if u, err := accounts.LookupUserID(id); err == nil {
 		return u.Username
 	}
 	return id
@@ -484,7 +481,7 @@ func userName(uid uint32) string {
 
 func groupName(gid uint32) string {
 	id := strconv.FormatUint(uint64(gid), 10)
-	if g, err := user.LookupGroupId(id); err == nil {
+	if g, err := accounts.LookupGroupID(id); err == nil {
 		return g.Name
 	}
 	return id

@@ -7,7 +7,6 @@ package flock
 import (
 	"errors"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,15 +23,15 @@ func stub[T any](t *testing.T, p *T, v T) {
 }
 
 // noGroup makes HostGroup missing, groupOf makes it the group of dir.
-func noGroup(string) (*user.Group, error) { return nil, user.UnknownGroupError(HostGroup) }
+func noGroup(string) (*Group, error) { return nil, ErrNoAccount }
 
-func groupOf(t *testing.T, dir string) func(string) (*user.Group, error) {
+func groupOf(t *testing.T, dir string) func(string) (*Group, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	return func(name string) (*user.Group, error) {
-		return &user.Group{Gid: strconv.Itoa(int(st.Gid)), Name: name}, nil
+	return func(name string) (*Group, error) {
+		return &Group{Gid: strconv.Itoa(int(st.Gid)), Name: name}, nil
 	}
 }
 
@@ -416,8 +415,8 @@ func TestDoctorGroup(t *testing.T) {
 	only(t, r, "owner", LevelOK) // nothing to compare with
 
 	// The group exists but the directory has another one.
-	stub(t, &lookupGroup, func(name string) (*user.Group, error) {
-		return &user.Group{Gid: "4242424", Name: name}, nil
+	stub(t, &lookupGroup, func(name string) (*Group, error) {
+		return &Group{Gid: "4242424", Name: name}, nil
 	})
 	r = CheckDir(dir, ScopeHost, false)
 	only(t, r, "group", LevelOK)

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -163,7 +164,7 @@ func (h *HighWater) Reset(ctx context.Context, resource string, token int64) (pr
 }
 
 func (h *HighWater) path(resource string) string {
-	return filepath.Join(h.l.dir, resource+".fence")
+	return path.Join(h.l.dir, resource+".fence")
 }
 
 func (h *HighWater) read(f *os.File, path, resource string) (state, error) {
@@ -174,13 +175,13 @@ func (h *HighWater) read(f *os.File, path, resource string) (state, error) {
 	return st, nil
 }
 
-// replace puts st at path as described on HighWater, and returns the new
-// file, locked. The caller holds the lock of the file at path.
-func (h *HighWater) replace(path string, st state) (*os.File, error) {
-	tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), time.Now().UnixNano())
+// replace puts st at file as described on HighWater, and returns the new
+// file, locked. The caller holds the lock of the file at that path.
+func (h *HighWater) replace(file string, st state) (*os.File, error) {
+	tmp := fmt.Sprintf("%s.new-%d-%d", file, os.Getpid(), time.Now().UnixNano())
 	f, err := os.OpenFile(tmp, lockFileFlags|os.O_CREATE|os.O_EXCL, h.l.fileMode())
 	if err != nil {
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating a new fence file beside %s", path)
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating a new fence file beside %s", file)
 	}
 	// On an error, the new file goes; on a crash (a panic, in the tests),
 	// it stays for the next writer to remove, and only its descriptor
@@ -207,30 +208,35 @@ func (h *HighWater) replace(path string, st state) (*os.File, error) {
 		return fail(err, "writing")
 	}
 	fenceStep("written")
-	if err := os.Rename(tmp, path); err != nil {
-		return fail(err, "renaming over "+path+":")
+	if err := os.Rename(tmp, file); err != nil {
+		return fail(err, "renaming over "+file+":")
 	}
 	fenceStep("renamed")
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(path.Dir(file)); err != nil {
 		// The rename is done: the new record is the mark (until a crash
 		// of the host, which may bring back the old one).
 		done = true
 		f.Close()
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", filepath.Dir(path))
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", path.Dir(file))
 	}
 	fenceStep("synced")
 	done = true
 	return f, nil
 }
 
-// removeStale removes temporary files of path's updates whose writer died:
+// removeStale removes temporary files of file's updates whose writer died:
 // a live writer holds the lock of its new file from just after creating it
-// until it closes it. The caller holds the lock of the file at path, so no
+// until it closes it. The caller holds the lock of file, so no
 // writer is between creating and locking one of ours; lease.go's
 // createLockFile might be, and then fails and is retried.
-func (h *HighWater) removeStale(path string) {
-	names, _ := filepath.Glob(globEscape(path) + ".new-*")
-	for _, name := range names {
+func (h *HighWater) removeStale(file string) {
+	dir, prefix := path.Dir(file), path.Base(file)+".new-"
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		name := path.Join(dir, e.Name())
 		f, err := os.OpenFile(name, lockFileFlags, 0)
 		if err != nil {
 			continue
@@ -242,19 +248,6 @@ func (h *HighWater) removeStale(path string) {
 		}
 		f.Close()
 	}
-}
-
-// globEscape quotes the pattern characters of a path for filepath.Glob.
-func globEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := range len(s) {
-		switch s[i] {
-		case '*', '?', '[', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
 }
 
 // lock takes the fence file's flock, waiting for other writers until ctx

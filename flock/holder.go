@@ -19,7 +19,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,8 +175,8 @@ func readNames(dir string) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-func inDirs(path string, dirs []string) bool {
-	d := filepath.Dir(path)
+func inDirs(file string, dirs []string) bool {
+	d := path.Dir(file)
 	for _, dir := range dirs {
 		if d == dir {
 			return true

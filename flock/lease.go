@@ -16,8 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,17 +64,17 @@ func DefaultDir(scope string, getenv func(string) string) (string, error) {
 	case ScopeHost:
 		return HostDir, nil
 	case ScopeUser:
-		if x := getenv("XDG_STATE_HOME"); filepath.IsAbs(x) {
-			return filepath.Join(x, "baton", "locks"), nil
+		if x := getenv("XDG_STATE_HOME"); path.IsAbs(x) {
+			return path.Join(x, "baton", "locks"), nil
 		}
 		home := getenv("HOME")
-		if !filepath.IsAbs(home) {
+		if !path.IsAbs(home) {
 			var err error
 			if home, err = os.UserHomeDir(); err != nil {
 				return "", baton.Invalid("scope", "user scope needs $HOME or $XDG_STATE_HOME")
 			}
 		}
-		return filepath.Join(home, ".local", "state", "baton", "locks"), nil
+		return path.Join(home, ".local", "state", "baton", "locks"), nil
 	}
 	return "", baton.Invalid("scope", "%q: want host or user", scope)
 }
@@ -93,7 +92,7 @@ func Open(dir, scope string, create bool) (*Leaser, error) {
 	if scope != ScopeHost && scope != ScopeUser {
 		return nil, baton.Invalid("scope", "%q: want host or user", scope)
 	}
-	abs, err := filepath.Abs(dir)
+	abs, err := absPath(dir)
 	if err != nil {
 		return nil, baton.Invalid("lock-dir", "%s: %v", dir, err)
 	}
@@ -119,7 +118,7 @@ func Open(dir, scope string, create bool) (*Leaser, error) {
 }
 
 func makeDir(dir, scope string) error {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := os.MkdirAll(path.Dir(dir), 0o755); err != nil {
 		return err
 	}
 	if scope == ScopeUser {
@@ -128,7 +127,7 @@ func makeDir(dir, scope string) error {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return err
 	}
-	if g, err := user.LookupGroup(HostGroup); err == nil {
+	if g, err := accounts.LookupGroup(HostGroup); err == nil {
 		if gid, err := strconv.Atoi(g.Gid); err == nil {
 			if err := os.Chown(dir, -1, gid); err != nil {
 				return err
@@ -180,7 +179,7 @@ func (s state) holder() *baton.Holder {
 		BootID: s.BootID, StartTicks: s.StartTicks, UID: s.UID}
 }
 
-func (l *Leaser) path(job string) string { return filepath.Join(l.dir, job+".lock") }
+func (l *Leaser) path(job string) string { return path.Join(l.dir, job+".lock") }
 
 // Acquire takes the job's flock without blocking. A lock held by any other
 // descriptor, in this process or another, makes the Grant busy.
@@ -448,8 +447,8 @@ const lockFileFlags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
 // the path, without replacing a file that appeared there meanwhile (then an
 // error matching os.ErrExist). Whoever opens it at the path finds it locked,
 // with its record, and with the right mode.
-func (l *Leaser) createLockFile(path string, initial state) (*os.File, error) {
-	tmp := fmt.Sprintf("%s.new-%d-%d", path, os.Getpid(), time.Now().UnixNano())
+func (l *Leaser) createLockFile(file string, initial state) (*os.File, error) {
+	tmp := fmt.Sprintf("%s.new-%d-%d", file, os.Getpid(), time.Now().UnixNano())
 	f, err := os.OpenFile(tmp, lockFileFlags|os.O_CREATE|os.O_EXCL, l.fileMode())
 	if err != nil {
 		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file")
@@ -465,32 +464,32 @@ func (l *Leaser) createLockFile(path string, initial state) (*os.File, error) {
 		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "locking new lock file %s", tmp)
 	}
 	if err := f.Chmod(l.fileMode()); err != nil {
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", file)
 	}
 	if err := writeState(f, initial, true); err != nil {
 		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "writing new lock file %s", tmp)
 	}
-	// A rename keeps the descriptor's name in /proc at the path, where
+	// A rename keeps the descriptor's name in /proc at the file, where
 	// baton leases and the check for removed files look for it.
-	err = renameNoReplace(tmp, path)
+	err = renameNoReplace(tmp, file)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
 		// No RENAME_NOREPLACE on this file system: a link never replaces
 		// either; /proc then names the descriptor by its temporary name.
-		err = unix.Link(tmp, path)
+		err = unix.Link(tmp, file)
 	}
 	if errors.Is(err, unix.EEXIST) {
 		return nil, os.ErrExist
 	}
 	if err != nil {
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", path)
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "creating lock file %s", file)
 	}
 	linked = true
 	os.Remove(tmp) // after a link; nothing by that name after a rename
 	// The new name must be on disk too: a lock file lost in a crash of the
 	// host would restart its token.
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := syncDir(path.Dir(file)); err != nil {
 		f.Close()
-		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", filepath.Dir(path))
+		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "syncing lock directory %s", path.Dir(file))
 	}
 	return f, nil
 }
@@ -538,7 +537,7 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		return nil, baton.Wrap(baton.EINTERNAL, err, "reading /proc/locks")
 	}
 	dirs := []string{l.dir}
-	if resolved, err := filepath.EvalSymlinks(l.dir); err == nil && resolved != l.dir {
+	if resolved, err := evalSymlinks(l.dir); err == nil && resolved != l.dir {
 		dirs = append(dirs, resolved)
 	}
 	openFiles, denied, err := scanDescriptors(ctx, dirs)
@@ -584,7 +583,7 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 				continue
 			}
 			// O_NONBLOCK: a FIFO put in place since ReadDir must not hang us.
-			f, err := os.OpenFile(filepath.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+			f, err := os.OpenFile(path.Join(l.dir, e.Name()), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 			if err != nil {
 				continue // removed by hand since ReadDir
 			}
@@ -623,8 +622,8 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		if listed[id] || !(held || anyHoldsLock(ds)) || !ds[0].regular {
 			continue
 		}
-		path := ds[0].path
-		job := strings.TrimSuffix(filepath.Base(path), ".lock")
+		file := ds[0].path
+		job := strings.TrimSuffix(path.Base(file), ".lock")
 		var st state
 		if f, err := os.OpenFile(ds[0].procPath(), os.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err == nil {
 			st, _ = readState(f)
@@ -632,7 +631,7 @@ func (l *Leaser) Leases(ctx context.Context) ([]baton.Lease, error) {
 		}
 		ls := lease(job, st, id)
 		what := "removed"
-		if _, err := os.Lstat(filepath.Join(l.dir, job+".lock")); err == nil {
+		if _, err := os.Lstat(path.Join(l.dir, job+".lock")); err == nil {
 			what = "replaced"
 		}
 		ls.Problem = fmt.Sprintf("lock file %s while held by %s", what, lockingPIDs(ds))

@@ -3,14 +3,13 @@ package flock
 import (
 	"errors"
 	"os"
-	"os/exec"
-	"os/user"
-	"path/filepath"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
@@ -21,7 +20,7 @@ import (
 // it can be pasted as it is.
 func hostSetup(dir string) string {
 	var steps []string
-	g, err := user.LookupGroup(HostGroup)
+	g, err := accounts.LookupGroup(HostGroup)
 	if err != nil {
 		steps = append(steps, "groupadd --system "+HostGroup)
 	}
@@ -36,8 +35,8 @@ func hostSetup(dir string) string {
 	name := userName(uint32(uid))
 	member, inSession := false, false
 	if g != nil {
-		if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-			ids, _ := u.GroupIds()
+		if u, err := accounts.LookupUserID(strconv.Itoa(uid)); err == nil {
+			ids, _ := accounts.GroupIDs(u)
 			member = slices.Contains(ids, g.Gid)
 		}
 		gid, _ := strconv.Atoi(g.Gid)
@@ -102,7 +101,7 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 	}
 	run := func(name string, args ...string) func() error {
 		return func() error {
-			out, err := exec.Command(name, args...).CombinedOutput()
+			out, err := spawn.CombinedOutput(name, args...)
 			if err != nil {
 				return baton.Errorf(baton.EUNAVAILABLE, "%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 			}
@@ -112,13 +111,13 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 	if !dryRun && os.Geteuid() != 0 {
 		return nil, &baton.Error{Code: baton.EUNAVAILABLE, Message: "setting up " + dir + " needs root (run it with sudo, or see what it would do with --dry-run)"}
 	}
-	if _, err := user.LookupGroup(group); err != nil {
+	if _, err := accounts.LookupGroup(group); err != nil {
 		if err := do("groupadd --system "+group, run("groupadd", "--system", group)); err != nil {
 			return steps, err
 		}
 	}
 	gid := func() (int, error) {
-		g, err := user.LookupGroup(group)
+		g, err := accounts.LookupGroup(group)
 		if err != nil {
 			return 0, err
 		}
@@ -128,8 +127,8 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 	switch err := unix.Stat(dir, &st); {
 	case errors.Is(err, unix.ENOENT):
 		err := do("install -d -m 2770 -g "+group+" "+shellQuote(dir), func() error {
-			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", filepath.Dir(dir))
+			if err := os.MkdirAll(path.Dir(dir), 0o755); err != nil {
+				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", path.Dir(dir))
 			}
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", dir)
@@ -151,12 +150,12 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 		}
 	}
 	for _, name := range users {
-		u, err := user.Lookup(name)
+		u, err := accounts.LookupUser(name)
 		if err != nil {
 			return steps, baton.Invalid("--user", "no user %q: %v", name, err)
 		}
-		if g, err := user.LookupGroup(group); err == nil {
-			if ids, err := u.GroupIds(); err == nil && slices.Contains(ids, g.Gid) {
+		if g, err := accounts.LookupGroup(group); err == nil {
+			if ids, err := accounts.GroupIDs(u); err == nil && slices.Contains(ids, g.Gid) {
 				continue
 			}
 		}

@@ -3,14 +3,14 @@ package flock
 import (
 	"fmt"
 	"os"
-	"path/filepath"
+	"path"
 	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// lockedUnlinked looks for a lock on an earlier file at path that was
+// lockedUnlinked looks for a lock on an earlier file at the path file that was
 // removed (or replaced by a rename over it) while held: its holder still
 // holds a lock that nobody else can see at the path, so a new lock file there
 // would let a second holder in. The kernel knows: /proc/locks lists every
@@ -21,11 +21,11 @@ import (
 // for root) can be found; /proc/locks itself is readable by everyone.
 //
 // elsewhere lists the inodes of locks this process holds for other paths:
-// none of them can be the earlier file at path, so their holder's
+// none of them can be the earlier file at that path, so their holder's
 // descriptors are not read. A daemon holds the lock of every job it runs,
 // and reading all its descriptors once for each of those locks, on every
 // acquisition, was a measurable part of its CPU per run.
-func lockedUnlinked(path string, dev uint64, elsewhere map[uint64]bool) (*state, bool) {
+func lockedUnlinked(file string, dev uint64, elsewhere map[uint64]bool) (*state, bool) {
 	b, err := os.ReadFile("/proc/locks")
 	if err != nil {
 		return nil, false
@@ -54,26 +54,26 @@ func lockedUnlinked(path string, dev uint64, elsewhere map[uint64]bool) (*state,
 		}
 		byPID[pid][k.ino] = true
 	}
-	want := path + " (deleted)"
+	want := file + " (deleted)"
 	for _, pid := range pids {
 		if onFdDir != nil {
 			onFdDir(atoiOr(pid))
 		}
-		fdDir := filepath.Join("/proc", pid, "fd")
+		fdDir := path.Join("/proc", pid, "fd")
 		fds, err := os.ReadDir(fdDir)
 		if err != nil {
 			continue
 		}
 		for _, fd := range fds {
-			target, err := os.Readlink(filepath.Join(fdDir, fd.Name()))
+			target, err := os.Readlink(path.Join(fdDir, fd.Name()))
 			if err != nil || target != want {
 				continue
 			}
 			var st unix.Stat_t
-			if unix.Stat(filepath.Join(fdDir, fd.Name()), &st) != nil || !byPID[pid][st.Ino] {
+			if unix.Stat(path.Join(fdDir, fd.Name()), &st) != nil || !byPID[pid][st.Ino] {
 				continue
 			}
-			f, err := os.Open(filepath.Join(fdDir, fd.Name()))
+			f, err := os.Open(path.Join(fdDir, fd.Name()))
 			if err != nil {
 				return &state{PID: atoiOr(pid)}, true
 			}

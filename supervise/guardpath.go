@@ -2,7 +2,7 @@ package supervise
 
 import (
 	"os"
-	"path/filepath"
+	"path"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +19,7 @@ const GuardName = "baton-guard"
 // before it starts anything (guard.Protocol), and Run then guards the
 // command with exe.
 func GuardBeside(exe string) string {
-	p := filepath.Join(filepath.Dir(exe), GuardName)
+	p := path.Join(path.Dir(exe), GuardName)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && unix.Access(p, unix.X_OK) == nil {
 		return p
 	}

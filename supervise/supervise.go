@@ -52,7 +52,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"strconv"
@@ -62,6 +61,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/spawn"
 	"github.com/batonhq/baton/supervise/guard"
 	"golang.org/x/sys/unix"
 )
@@ -243,10 +243,10 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		trustFrom = sent
 	}
 	// Resolved here, with baton's own PATH, as a shell would before exec.
-	path, err := exec.LookPath(argv[0])
+	path, err := spawn.LookPath(argv[0])
 	if err != nil {
 		code := 126
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, spawn.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = 127
 		}
 		logf("cannot run %s: %v", argv[0], err)
@@ -285,15 +285,12 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 			logf("cannot become a child subreaper (orphans of a dead guard are then found by their group and environment only): %v", err)
 		}
 	}
-	cmd := exec.Command(guardPath, append(append(guardArgs, "--"), argv...)...)
-	cmd.Args[0] = "baton"
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.Stdin, s.Stdout, s.Stderr
-	cmd.Env = append(append(append([]string{}, s.Env...), Env(term)...), s.ExtraEnv...)
-	cmd.Dir = s.Dir
-	cmd.ExtraFiles = extra
+	guardArgv := append(append(append([]string{"baton"}, guardArgs...), "--"), argv...)
+	env := append(append(append([]string{}, s.Env...), Env(term)...), s.ExtraEnv...)
 	// Its own group, so that a terminal's Ctrl-C reaches the command only
 	// through baton; the guard learns of baton's death by sigSupervisorGone.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: sigSupervisorGone}
+	sys := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: sigSupervisorGone}
+	var cmd *spawn.Child
 
 	sigs := make(chan os.Signal, 4)
 	if !s.OwnSignals {
@@ -308,12 +305,14 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		// the process; this goroutine keeps its thread until the child ends.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
+		c, err := spawn.Start(guardPath, guardArgv, env, s.Dir, s.Stdin, s.Stdout, s.Stderr, extra, sys)
+		if err != nil {
 			started <- err
 			return
 		}
+		cmd = c
 		started <- nil
-		cmd.Wait()
+		c.Wait()
 		close(exited)
 	}()
 	err = <-started

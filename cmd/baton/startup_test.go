@@ -134,6 +134,40 @@ func TestRunLocalStartsBeforeHeavyInits(t *testing.T) {
 	if h := among(pkgs, runHeavyInits); len(h) > 0 {
 		t.Errorf("baton run (local store) initialised %q (%d packages in all, its guard's included): %s", h, len(pkgs), strings.Join(pkgs, " "))
 	}
+	// Nor the packages that only its late dependencies let in first: Go
+	// initialises the ready packages in import-path order, so when the
+	// run depended on path/filepath, os/exec and os/user (ready late,
+	// sorting late), everything ready that sorts before them initialised
+	// ahead of the run, these among them (113 packages before the run,
+	// 81 without them). Packages with nothing but early dependencies
+	// (golang.org/x/text/unicode/norm, google.golang.org/protobuf's
+	// encoding/protowire, …) still go first: they sort before the run's
+	// own encoding/json and golang.org/x/sys/unix.
+	if late := among(pkgs, runLateInits); len(late) > 0 {
+		t.Errorf("baton run (local store) initialised %q before its run: a dependency of the early run (internal/runcmd/runinit) is ready only late; it had %d packages in all: %s", late, len(pkgs), strings.Join(pkgs, " "))
+	}
+}
+
+// runLateInits initialised before a local run while its dependencies
+// included path/filepath, os/exec or os/user.
+var runLateInits = []string{
+	"crypto/x509/pkix",
+	"github.com/batonhq/baton/cron",
+	"github.com/nats-io/nuid",
+	"github.com/prometheus/client_model/go",
+	"go/parser",
+	"golang.org/x/text/cases",
+	"golang.org/x/text/language",
+	"golang.org/x/text/secure/precis",
+	"google.golang.org/protobuf/internal/filedesc",
+	"google.golang.org/protobuf/internal/impl",
+	"google.golang.org/protobuf/proto",
+	"google.golang.org/protobuf/types/known/timestamppb",
+	"html",
+	"log/slog",
+	"math/big",
+	"mime",
+	"modernc.org/mathutil",
 }
 
 // among returns the packages of pkgs that are in names.

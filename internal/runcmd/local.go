@@ -94,7 +94,7 @@ type notHandled struct{ error }
 // case: handled is false, and it has done nothing (said nothing, held no
 // lock), when args ask for anything else: a PostgreSQL store (--db, or
 // BATON_DB set), --verbose, --db-max-conns, --notify, --help, a flag or argument in
-// error, a lock directory that cannot be opened, or a lease that could not
+// error, a lock directory that does not exist yet or cannot be opened, or a lease that could not
 // be asked for. cmd/baton's main then runs them, as before, and says what
 // is wrong. What it handles, it handles with the same Options.Run as main.
 func Local(args []string) (status int, handled bool) {
@@ -118,6 +118,12 @@ func Local(args []string) (status int, handled bool) {
 	}
 	dir, scope, explicit, err := LocalDir(lf.scope, lf.lockDir, os.Getenv)
 	if err != nil {
+		return 0, false
+	}
+	// A directory to create is left to main too: it gives it the group
+	// HostGroup as the system's accounts know it (flock.SetAccounts), which
+	// this early init has not set up.
+	if _, err := os.Stat(dir); err != nil {
 		return 0, false
 	}
 	l, err := flock.Open(dir, scope, explicit)
