@@ -354,9 +354,9 @@ func (r *Report) checkLockFiles(dirSt *unix.Stat_t) {
 			continue
 		}
 		n++
-		path := path.Join(r.Dir, e.Name())
+		file := path.Join(r.Dir, e.Name())
 		var st unix.Stat_t
-		if err := unix.Lstat(path, &st); err != nil {
+		if err := unix.Lstat(file, &st); err != nil {
 			continue // removed since ReadDir
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -371,7 +371,7 @@ func (r *Report) checkLockFiles(dirSt *unix.Stat_t) {
 				foreign = append(foreign, fmt.Sprintf("%s (%s)", e.Name(), groupName(st.Gid)))
 			}
 		}
-		if unreadable(path) {
+		if unreadable(file) {
 			corrupt = append(corrupt, e.Name())
 		}
 	}

@@ -469,7 +469,7 @@ func (l *Leaser) createLockFile(file string, initial state) (*os.File, error) {
 	if err := writeState(f, initial, true); err != nil {
 		return nil, baton.Wrap(baton.EUNAVAILABLE, err, "writing new lock file %s", tmp)
 	}
-	// A rename keeps the descriptor's name in /proc at the file, where
+	// A rename keeps the descriptor's name in /proc at the path, where
 	// baton leases and the check for removed files look for it.
 	err = renameNoReplace(tmp, file)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
