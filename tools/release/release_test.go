@@ -53,19 +53,8 @@ func TestReleaseDeb(t *testing.T) {
 		t.Errorf("sha256sum --check: %v\n%s", err, b)
 	}
 
-	// Static: no program interpreter (dynamic loader) to find.
-	for _, bin := range []string{bin, guard} {
-		f, err := elf.Open(bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Errorf("%s is dynamically linked", bin)
-			}
-		}
-		f.Close()
-	}
+	checkStatic(t, bin)
+	checkStatic(t, guard)
 
 	contents, err := exec.Command(dpkgDeb, "--contents", deb).Output()
 	if err != nil {
@@ -240,16 +229,7 @@ func TestReleaseBin(t *testing.T) {
 		t.Fatalf("-bin wrote %q, want %q", names, want)
 	}
 	for _, name := range names {
-		f, err := elf.Open(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Errorf("%s is dynamically linked", name)
-			}
-		}
-		f.Close()
+		checkStatic(t, filepath.Join(dir, name))
 	}
 	if out, err := exec.Command(filepath.Join(dir, "baton"), "version").Output(); err != nil || !strings.HasPrefix(string(out), "baton v1.2.3 ") {
 		t.Errorf("baton version: %q, %v; want baton v1.2.3 …", out, err)
@@ -257,5 +237,21 @@ func TestReleaseBin(t *testing.T) {
 	out, _ := exec.Command(filepath.Join(dir, "baton-guard"), "--version").CombinedOutput()
 	if !strings.Contains(string(out), guard.ProtocolLine+guard.Protocol) {
 		t.Errorf("baton-guard --version: %q, want its protocol %s", out, guard.Protocol)
+	}
+}
+
+// checkStatic fails t unless bin is linked statically: it names no program
+// interpreter (dynamic loader) to find.
+func checkStatic(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked", bin)
+		}
 	}
 }
