@@ -28,6 +28,7 @@ DB=${DB:-}
 export PATH="$PATH:/usr/local/go/bin"
 
 cd "$(dirname "$0")/.."
+. bench/build.sh # build_baton, build_like
 command -v flock >/dev/null || { echo "overhead.sh: flock (util-linux) is needed" >&2; exit 1; }
 
 if [ -n "$DB" ]; then
@@ -43,7 +44,6 @@ else
   [ -z "$(git status --porcelain -- '*.go' ':!*_test.go' go.mod go.sum 2>/dev/null)" ] || rev="$rev+local changes"
   if [ -z "${BATON_BIN:-}" ]; then
     echo "--- building baton at $rev" >&2
-    . bench/build.sh
     build_baton "$tmp" # and baton-guard, the guard it starts for each run
     baton="$tmp/baton"
   fi
@@ -65,7 +65,6 @@ selfguard="$tmp/self/baton"
 # what the rest of the binary costs a run; its ratio is the floor of a Go
 # `baton run`, however the packages were ordered.
 mkdir "$tmp/floor"
-. bench/build.sh
 build_like "$tmp/floor/baton" ./bench/runfloor
 cp "$(dirname "$baton")/baton-guard" "$tmp/floor/"
 runfloor="$tmp/floor/baton"

@@ -47,12 +47,12 @@ var ErrNoAccount = errors.New("no such user or group")
 // entries of NIS ("+", "-").
 type files struct{ passwd, group string }
 
-// find returns the fields of the first line of file whose field key is
-// value.
-func find(file string, key int, value string) ([]string, error) {
+// find returns the fields of the first entry of file, of at least n
+// fields, whose field key is value; ErrNoAccount when there is none.
+func find(file string, n, key int, value string) ([]string, error) {
 	var found []string
 	err := scan(file, func(f []string) bool {
-		if len(f) > key && f[key] == value {
+		if len(f) >= n && f[key] == value {
 			found = f
 			return false
 		}
@@ -86,28 +86,22 @@ func scan(file string, each func([]string) bool) error {
 	return s.Err()
 }
 
+// groupBy and userBy read /etc/group's name:password:gid:members and
+// /etc/passwd's name:password:uid:gid:….
 func (a files) groupBy(key int, value string) (*Group, error) {
-	f, err := find(a.group, key, value)
-	if err != nil || len(f) < 3 {
-		return nil, orNoAccount(err)
+	f, err := find(a.group, 3, key, value)
+	if err != nil {
+		return nil, err
 	}
 	return &Group{Name: f[0], Gid: f[2]}, nil
 }
 
 func (a files) userBy(key int, value string) (*User, error) {
-	f, err := find(a.passwd, key, value)
-	if err != nil || len(f) < 4 {
-		return nil, orNoAccount(err)
+	f, err := find(a.passwd, 4, key, value)
+	if err != nil {
+		return nil, err
 	}
 	return &User{Username: f[0], Uid: f[2], Gid: f[3]}, nil
-}
-
-// orNoAccount is err, or ErrNoAccount for an entry too short to read.
-func orNoAccount(err error) error {
-	if err != nil {
-		return err
-	}
-	return ErrNoAccount
 }
 
 func (a files) LookupGroup(name string) (*Group, error)  { return a.groupBy(0, name) }

@@ -12,6 +12,7 @@
 package spawn
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"io/fs"
@@ -265,7 +266,7 @@ func CombinedOutput(name string, args ...string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out syncBuffer
+	var out bytes.Buffer // one pipe for both streams, so one goroutine writes
 	c, err := Start(path, append([]string{name}, args...), os.Environ(), "", nil, &out, &out, nil, nil)
 	if err != nil {
 		return nil, err
@@ -274,15 +275,10 @@ func CombinedOutput(name string, args ...string) ([]byte, error) {
 	if err == nil && !state.Success() {
 		err = &ExitError{state}
 	}
-	return out.b, err
+	return out.Bytes(), err
 }
 
 // ExitError is a process that ended with a status other than 0.
 type ExitError struct{ *os.ProcessState }
 
 func (e *ExitError) Error() string { return e.ProcessState.String() }
-
-// syncBuffer collects a process's output; one goroutine writes it.
-type syncBuffer struct{ b []byte }
-
-func (s *syncBuffer) Write(p []byte) (int, error) { s.b = append(s.b, p...); return len(p), nil }
