@@ -8,11 +8,12 @@
 # ticks per second. Starts its
 # own PostgreSQL cluster (bench/cluster.sh: default durability), builds baton
 # (no -race), starts the daemons (each with its own application_name), samples
-# their connections every 5 s, then drains them (SIGTERM) and reads the
+# their connections every 5 s, then (with SETTLE=S, at most S seconds more)
+# lets them finish the window's ticks, drains them (SIGTERM) and reads the
 # store:
 #   ticks expected   JOBS × the whole minutes of the measured window (from
 #                    the first whole minute after all daemons loaded the file
-#                    to the last whole minute before the drain)
+#                    to the last whole minute before the load's time is up)
 #   recorded         ticks in the window, by outcome
 #   missed           expected − succeeded (skipped, or not recorded at all)
 #   never started    expected − ticks with an attempt: the ticks no daemon ran
@@ -44,7 +45,7 @@
 # tick starts (docs/JOBS.md, tick order).
 #
 # Usage:  bench/schedule.sh
-# Env:    JOBS=10000 DAEMONS=3 MINUTES=5 MAX_CONCURRENT=64 KILL_AFTER= RETRIES=0
+# Env:    JOBS=10000 DAEMONS=3 MINUTES=5 MAX_CONCURRENT=64 KILL_AFTER= RETRIES=0 SETTLE=0
 #         EVERY=minute  BUILD=release (the default) or go (bench/build.sh)
 #         PGBIN=/usr/lib/postgresql/15/bin (else the newest there, else $PATH)
 set -euo pipefail
@@ -54,6 +55,7 @@ DAEMONS=${DAEMONS:-3}
 MINUTES=${MINUTES:-5}
 MAX_CONCURRENT=${MAX_CONCURRENT:-64}
 KILL_AFTER=${KILL_AFTER:-}
+SETTLE=${SETTLE:-0}
 RETRIES=${RETRIES:-0}
 EVERY=${EVERY:-minute}
 case "$EVERY" in
@@ -143,20 +145,35 @@ for p in "${pids[@]}"; do
   rss[$p]=$(awk -v a="${anon_max[$p]:-0}" -v f="${file_max[$p]:-0}" -v t="${threads_max[$p]:-0}" \
     '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} END {printf "%.0f MB (peak %.0f MB; most sampled: anon %.0f MB, file %.0f MB, %d threads)", r / 1024, h / 1024, a / 1024, f / 1024, t}' "/proc/$p/status")
 done
-drain_start=$(date +%s)
-stop_daemons
-trap cleanup EXIT
+load_end=$(date +%s)
 
 # The measured window: whole minutes from the first after loading (plus a
-# minute to settle) to the last before the drain.
+# minute to settle) to the last before the load's end.
 from=$(( (loaded / 60 + 2) * 60 ))
-to=$(( (drain_start / 60) * 60 ))
+to=$(( (load_end / 60) * 60 ))
 minutes=$(( (to - from) / 60 ))
-[ "$minutes" -ge 1 ] || { echo "schedule.sh: the window is empty; raise MINUTES" >&2; exit 1; }
+[ "$minutes" -ge 1 ] || { stop_daemons; echo "schedule.sh: the window is empty; raise MINUTES" >&2; exit 1; }
 q() { "${psql[@]}" -d "$db" -At -F' ' -c "$1"; }
 win="tick_at >= to_timestamp($from) and tick_at < to_timestamp($to)"
 per_minute=$([ "$EVERY" = second ] && echo 60 || echo 1)
 expected=$((JOBS * minutes * per_minute))
+
+# The window's ticks not started yet when the load's time is up: the
+# backlog of daemons that fell behind. With SETTLE=S the daemons go on
+# (and so do their later ticks) until every tick of the window is done
+# (state done: run, or recorded not run), at most S seconds, before the
+# drain: a late tick is then told from a missed one. SETTLE=0 drains at
+# once, as before, and the backlog counts as never started.
+backlog=$((expected - $(q "select count(*) from baton.ticks where $win and started_at is not null")))
+settled=0
+while [ "$settled" -lt "$SETTLE" ]; do
+  [ "$(q "select count(*) from baton.ticks where $win and state = 'done'")" -ge "$expected" ] && break
+  sleep 2
+  settled=$(( $(date +%s) - load_end ))
+done
+drain_start=$(date +%s)
+stop_daemons
+trap cleanup EXIT
 succeeded=$(q "select count(*) from baton.ticks where $win and outcome = 'succeeded'")
 outcomes=$(q "select coalesce(outcome, state), count(*) from baton.ticks where $win group by 1 order by 1" | paste -sd, -)
 started=$(q "select count(*) from baton.ticks where $win and started_at is not null")
@@ -184,6 +201,8 @@ echo "| ticks expected in the window | $expected | |"
 echo "| succeeded | $succeeded | |"
 echo "| missed (expected − succeeded) | $((expected - succeeded)) | 0 |"
 echo "| never started (expected − ticks with an attempt) | $((expected - started)) | 0 |"
+echo "| not started when the load's time was up (the backlog) | $backlog | |"
+[ "$SETTLE" -gt 0 ] && echo "| waited for the window's ticks to be done (SETTLE=$SETTLE) | $((drain_start - load_end)) s | |"
 echo "| recorded by outcome | $outcomes | |"
 echo "| attempted twice (retries) | $dups | |"
 echo "| duplicates: succeeded twice | $twice | 0 |"
