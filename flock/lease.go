@@ -425,7 +425,7 @@ func (l *Leaser) openLockFile(path string, initial state) (*os.File, bool, error
 			return f, false, nil
 		}
 		if !errors.Is(err, os.ErrNotExist) {
-			return nil, false, baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+			return nil, false, openError(path, err)
 		}
 		f, err = l.createLockFile(path, initial)
 		if err == nil {
@@ -440,6 +440,20 @@ func (l *Leaser) openLockFile(path string, initial state) (*os.File, bool, error
 }
 
 const lockFileFlags = os.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
+
+// openError says why an existing lock file could not be opened, naming
+// what is at the path when it is not a file baton opens as a lock file.
+func openError(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		// O_NOFOLLOW: whoever can write the lock directory could point a
+		// link at any file of the user who runs the job.
+		return baton.Errorf(baton.EUNAVAILABLE, "lock file %s is a symbolic link, which baton never follows; a lock file is a regular file in the lock directory (see baton doctor local)", path)
+	case errors.Is(err, unix.EISDIR):
+		return baton.Errorf(baton.EUNAVAILABLE, "lock file %s is a directory; a lock file is a regular file in the lock directory (see baton doctor local)", path)
+	}
+	return baton.Wrap(baton.EUNAVAILABLE, err, "opening lock file")
+}
 
 // createLockFile makes a lock file under a temporary name: with the scope's
 // mode (the umask would take the group's write bit away), locked by the

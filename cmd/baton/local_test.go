@@ -345,3 +345,45 @@ func TestRunReadOnlyLockDir(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want 69 and a writable directory suggested", r.code, r.stderr)
 	}
 }
+
+// A lock file that cannot be opened as one is not a store that is away:
+// a symbolic link (baton never follows one to a lock file: whoever can
+// write the lock directory could point it at any file) or a directory in
+// its place. baton run says what it found at once, exit 69, runs nothing,
+// and does not retry it for --db-wait, which is PostgreSQL's wait; the
+// link's target is left as it was.
+func TestRunUnusableLockFileIsNotRetried(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := store{name: "local", env: []string{"BATON_LOCK_DIR=" + dir}}
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("not a lock file\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "link.lock")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "dir.lock"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ job, says string }{
+		{"link", "is a symbolic link"},
+		{"dir", "is a directory"},
+	} {
+		// s.run kills baton after a minute: a retry for --db-wait 10m fails here.
+		r := s.run(t, "run", "--db-wait", "10m", c.job, "--", "echo", "ran")
+		if r.code != 69 || r.stdout != "" {
+			t.Errorf("%s: exit %d, stdout %q; want 69 and no run (stderr %q)", c.job, r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stderr, "retrying") {
+			t.Errorf("%s: retried a lock file that waiting does not mend: %q", c.job, r.stderr)
+		}
+		want := "lock file " + filepath.Join(dir, c.job+".lock") + " " + c.says
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: stderr %q does not say %q", c.job, r.stderr, want)
+		}
+	}
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "not a lock file\n" {
+		t.Errorf("the link's target: %q, %v; want it untouched", b, err)
+	}
+}

@@ -73,7 +73,7 @@ func (f *storeFlags) register(fs *flagSet, omit ...string) {
 		fs.BoolVar(&f.verbose, "verbose", false, "say which store and scope are in use")
 	}
 	if add("db-wait") {
-		durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69; a refused login, a missing database or an unusable lock directory fails at once")
+		durationFlag(fs, &f.dbWait, "db-wait", 30*time.Second, "keep retrying a store that is unavailable (too many clients, unreachable, starting up) for up to `DURATION` before giving up with exit 69; a refused login, a missing database, or an unusable lock directory or lock file fails at once")
 	}
 }
 
