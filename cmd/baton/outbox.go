@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/runcmd"
 	"github.com/batonhq/baton/outbox"
 	"github.com/google/uuid"
 )
@@ -208,7 +209,7 @@ func (c *OutboxCommand) enqueue(ctx context.Context, st *store, rest []string) e
 		if outbox.IsKeyReused(err) {
 			// The input is wrong and would be again on a rerun: EX_DATAERR,
 			// as 'baton http' exits for a request refused as sent.
-			fmt.Fprintf(c.env.Stderr, "baton outbox: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+			fmt.Fprintf(c.env.Stderr, "baton outbox: %s\n", runcmd.OneLine(err.Error()))
 			return ExitError{exitDataErr}
 		}
 		return flagNamed(err)

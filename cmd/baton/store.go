@@ -217,8 +217,7 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 			return err
 		}
 		if !told {
-			msg := strings.Join(strings.Fields(err.Error()), " ") // one line, as every error baton prints
-			fmt.Fprintf(env.Stderr, "baton: %s: %s; retrying for up to %s (--db-wait)\n", what, msg, f.dbWait)
+			fmt.Fprintf(env.Stderr, "baton: %s: %s; retrying for up to %s (--db-wait)\n", what, runcmd.OneLine(err.Error()), f.dbWait)
 			told = true
 		}
 		sleep := min(wait.Next(), time.Until(deadline))

@@ -67,10 +67,21 @@ func Status(stderr io.Writer, name string, err error) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return baton.ExitOK
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
-	fmt.Fprintf(stderr, "baton %s: %s\n", name, msg)
+	fmt.Fprintf(stderr, "baton %s: %s\n", name, OneLine(err.Error()))
 	if baton.ErrorCode(err) == baton.EINVALID {
 		fmt.Fprintf(stderr, "Run 'baton %s --help' for usage.\n", name)
 	}
 	return baton.ExitStatus(err)
+}
+
+// OneLine joins the lines of an error's text with a space, without the
+// indentation of the lines after the first: pgx puts each address it tried
+// on a line of its own, indented by a tab. Spaces within a line are kept
+// (a quoted job name may hold several).
+func OneLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := 1; i < len(lines); i++ {
+		lines[i] = strings.TrimLeft(lines[i], " \t")
+	}
+	return strings.Join(lines, " ")
 }
