@@ -1,6 +1,7 @@
 # Shared by the benchmark scripts: checks the tools, builds baton and
 # baton-guard into $tmp (bench/build.sh: as the release does, or BUILD=go),
-# starts a throwaway PostgreSQL cluster with DEFAULT durability (fsync, synchronous_commit, full_page_writes on) on a unix socket, creates
+# starts a throwaway PostgreSQL cluster with DEFAULT durability (fsync,
+# synchronous_commit, full_page_writes on) on a unix socket, creates
 # database $db, runs baton migrate, and stops and removes it all on exit.
 # Sets: PGBIN tmp pgdir port baton build psql db url secs. Source it after
 # `set -euo pipefail`, with DURATION set and the working directory at the

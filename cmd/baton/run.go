@@ -59,13 +59,7 @@ func (c *RunCommand) Run(ctx context.Context, args []string) error {
 			Leaser: st.leaser, Close: st.close, Verbose: c.store.verbose,
 			Environ: c.store.jobEnviron(c.env, c.opts.Password),
 			Retry: func(ctx context.Context, what string, try func() error) error {
-				if st.lockDir != "" {
-					// The local store is files of this host: a lock file
-					// that cannot be opened or written is not mended by
-					// waiting, and --db-wait is PostgreSQL's.
-					return try()
-				}
-				return c.store.retryUnavailable(ctx, c.env, what, try)
+				return c.store.retryLease(ctx, c.env, st, what, try)
 			},
 		}, nil
 	})

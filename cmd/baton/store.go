@@ -232,6 +232,18 @@ func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string
 	}
 }
 
+// retryLease takes a lease in st as retryUnavailable does, for PostgreSQL.
+// The local store's lease is tried once: its lock files are files of this
+// host, and one that cannot be opened or written (a link, a directory, not
+// this user's) is not mended by waiting, like its directory (notTransient
+// in openOnce); --db-wait is PostgreSQL's wait.
+func (f *storeFlags) retryLease(ctx context.Context, env *Env, st *store, what string, try func() error) error {
+	if st.lockDir != "" {
+		return try()
+	}
+	return f.retryUnavailable(ctx, env, what, try)
+}
+
 func (f *storeFlags) openOnce(ctx context.Context, env *Env, command string, migrate bool) (*store, error) {
 	dsn, field, err := f.dsn(env)
 	if err != nil {
