@@ -92,17 +92,18 @@ func validKey(key string) error {
 // returned, with replayed=false. fn must do its writes through tx.
 //
 // Cost on PostgreSQL: a first execution adds two statements to fn's own
-// transaction, the claim (one statement bounds the lock waits, takes the
-// advisory lock, inserts the key, reads the key's committed record should
-// it exist, and resets lock_timeout) and the update that stores the
-// response, and commits once. A replay is BEGIN, the claim and ROLLBACK;
-// with p.ReadFirst it is one read before any transaction, and a first
-// execution that read more. Through the handle of postgres.DB.SQL (or
-// postgres.OpenSQL), the claim is sent with BEGIN and the response with
-// COMMIT, so a first execution makes the round trips of fn's transaction
-// alone (three for one insert), and a replay is answered after one (its
-// ROLLBACK follows on a goroutine). On SQLite the read always comes first,
-// so that a replay does not wait for the writer.
+// transaction and commits once: the claim (advisory locks, and a read of
+// the key's committed record should it exist) and, last, the key's row,
+// written once with the response. A replay is BEGIN, the claim and
+// ROLLBACK, and waits for no lock; with p.ReadFirst it is one read before
+// any transaction, and a first execution that read more. Through the
+// handle of postgres.DB.SQL (or postgres.OpenSQL), the claim is sent with
+// BEGIN and the key's row with COMMIT, so a first execution makes the
+// round trips of fn's transaction alone (three for one insert), and a
+// replay is answered after one (its ROLLBACK follows on a goroutine). On
+// SQLite the read always comes first, so that a replay does not wait for
+// the writer, and the claim inserts the key's row, which the response
+// then completes.
 func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (resp Response, replayed bool, err error) {
 	if err := validKey(key); err != nil {
 		return Response{}, false, err
@@ -126,15 +127,11 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, err
 	}
 	defer tx.close() // a rollback unless committed; on a panic in fn, undoes it all
-	inserted, r, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
-	if errors.Is(err, errBlocked) {
-		tx.close()
-		return s.judgeBlocked(ctx, scope, key, fingerprint)
-	}
+	claimed, r, err := s.claimKey(ctx, tx, p.InFlightWait, scope, key, fingerprint)
 	if err != nil {
 		return Response{}, false, err
 	}
-	if !inserted { // committed before the claim
+	if !claimed { // committed before the claim
 		if r == nil { // committed after the claim's snapshot, or not read
 			if r, err = s.get(ctx, tx, scope, key); err != nil {
 				return Response{}, false, err
@@ -151,7 +148,12 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 	if err != nil || !p.Store(resp.Status) {
 		return resp, false, err
 	}
-	if err := s.completeAndCommit(ctx, tx, scope, key, resp, p.TTL); err != nil {
+	err = s.completeAndCommit(ctx, tx, scope, key, fingerprint, resp, p.TTL)
+	if errors.Is(err, errTaken) { // rolled back: answer from what was committed
+		tx.close()
+		return s.judgeTaken(ctx, scope, key, fingerprint)
+	}
+	if err != nil {
 		return Response{}, false, err
 	}
 	if p.AfterCommit != nil {
@@ -182,8 +184,9 @@ func judge(r *Record, fingerprint string) (Response, bool, error) {
 	return Response{}, false, ErrInFlight
 }
 
-// errBlocked: the claim's insert waited on another transaction's
-// uncommitted row of the same key past lock_timeout (PostgreSQL).
+// errBlocked: Steps' claim, inserting the key, waited on another
+// transaction's uncommitted row of the same key past lock_timeout
+// (PostgreSQL).
 var errBlocked = errors.New("idempotency: key claimed by an uncommitted transaction")
 
 // judgeBlocked answers a call whose claim was blocked by an uncommitted
@@ -219,41 +222,59 @@ func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Durati
 	return s.translate(err, "setting lock_timeout")
 }
 
-// claimKey is Do's claim: claim with insert_key, in one statement on
-// PostgreSQL (claim_key) while no concurrent claim with the same
-// fingerprint holds the advisory lock. fn's own writes then wait for locks
-// as the session says (lock_timeout as it was before the claim), not as
-// briefly as the claim did. When the key was committed before, claim_key
-// returns its record too (nil when it read none).
+// claimKey is Do's claim. It reports whether this call holds the key and
+// runs fn; when it does not, the key's committed record (nil when it read
+// none: the caller reads it), or ErrInFlight or ErrMismatch.
+//
+// On SQLite it inserts the key's row in flight (insert_key), in tx, after
+// BEGIN IMMEDIATE waited for the writer.
+//
+// On PostgreSQL it inserts nothing: the row is written once, complete with
+// the answer, by completeAndCommit, and the claim is advisory locks, held
+// until the transaction ends. claim_key, the transaction's first
+// statement, tries the lock of (scope, key, fingerprint) and, with it, the
+// lock of (scope, key), and reads the key's committed record. Then:
+//   - a record: a replay or a mismatch, judged by the caller;
+//   - both locks: the key is this call's;
+//   - not the first: a claim of the same request is in flight; wait for
+//     it (wait_claim, at most wait; ErrInFlight after that) and claim
+//     again, now in a snapshot that holds what it committed;
+//   - the first, not the second: a claim of another request holds the key,
+//     ErrMismatch (mismatch wins over in-flight), unless a read in a new
+//     snapshot finds the key committed by now.
 func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scope, key, fingerprint string) (bool, *Record, error) {
 	if s.dialect != Postgres {
 		inserted, _, err := s.claim(ctx, k.Tx, wait, "insert_key", scope, key, fingerprint)
 		return inserted, nil, err
 	}
-	var held, inserted, found bool
-	var lockTimeoutBack string
+	args := []any{scope, key, s.lockKey(scope, key, fingerprint), s.keyLock(scope, key)}
+	var mine, held, found bool
 	var row recordRow
-	err := k.first(ctx, s.query("postgres/claim_key"),
-		[]any{scope, key, fingerprint, lockTimeout(wait), s.lockKey(scope, key, fingerprint)},
-		append([]any{&held, &inserted, &lockTimeoutBack, &found}, row.dest()...)...)
+	dest := append([]any{&mine, &held, &found}, row.dest()...)
+	err := k.first(ctx, s.query("postgres/claim_key"), args, dest...)
+	if err == nil && !found && !mine {
+		_, err = k.ExecContext(ctx, s.query("postgres/wait_claim"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
+		if sqldialect.SQLState(err) == sqlStateLockTimeout {
+			return false, nil, ErrInFlight
+		}
+		if err == nil {
+			err = k.QueryRowContext(ctx, s.query("postgres/claim_key"), args...).Scan(dest...)
+		}
+	}
 	switch {
-	case sqldialect.SQLState(err) == sqlStateLockTimeout:
-		return false, nil, errBlocked
 	case err != nil:
-		return false, nil, s.translate(err, "recording idempotency key "+key)
-	case found: // a replay, or a mismatch: judged without the lock
+		return false, nil, s.translate(err, "claiming idempotency key "+key)
+	case found:
 		r, err := row.record(scope, key)
 		return false, r, err
 	case held:
-		return inserted, nil, nil
+		return true, nil, nil
 	}
-	// Contended: wait for the other claim as long as the bound allows.
-	inserted, _, err = s.claim(ctx, k.Tx, wait, "insert_key", scope, key, fingerprint)
-	if err != nil || !inserted {
-		return inserted, nil, err
+	r, err := s.get(ctx, k.Tx, scope, key)
+	if err == nil && r == nil {
+		err = ErrMismatch
 	}
-	_, err = k.ExecContext(ctx, s.query("postgres/bound_lock_waits"), lockTimeoutBack)
-	return true, nil, s.translate(err, "resetting lock_timeout")
+	return false, r, err
 }
 
 // claim inserts the key's row in tx with query (insert_key or
@@ -304,14 +325,11 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, scope, key string, tok
 
 // completeArgs are complete_key's parameters.
 func completeArgs(scope, key string, token int64, point string, data json.RawMessage, resp Response, ttl time.Duration) ([]any, error) {
-	var header, saved, body any
-	if len(resp.Header) > 0 {
-		b, err := json.Marshal(resp.Header)
-		if err != nil {
-			return nil, baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
-		}
-		header = string(b)
+	header, err := headerJSON(key, resp)
+	if err != nil {
+		return nil, err
 	}
+	var saved, body any
 	if len(data) > 0 {
 		saved = string(data)
 	}
@@ -321,28 +339,76 @@ func completeArgs(scope, key string, token int64, point string, data json.RawMes
 	return []any{scope, key, token, point, saved, resp.Status, header, body, ms(ttl)}, nil
 }
 
+// headerJSON is resp's header as the JSON that response_header holds, nil
+// when it has none.
+func headerJSON(key string, resp Response) (any, error) {
+	if len(resp.Header) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(resp.Header)
+	if err != nil {
+		return nil, baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
+	}
+	return string(b), nil
+}
+
 // completeAndCommit stores resp as the answer of Do's key and commits:
-// with the commit, in one round trip, when tx pipelines.
-func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key string, resp Response, ttl time.Duration) error {
-	if tx.conn == nil {
+// with the commit, in one round trip, when tx pipelines. On PostgreSQL it
+// writes the key's row, complete (record_key); errTaken, rolled back,
+// when another writer committed the key meanwhile. On SQLite it completes
+// the row the claim inserted.
+func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key, fingerprint string, resp Response, ttl time.Duration) error {
+	if s.dialect != Postgres {
 		if err := s.complete(ctx, tx.Tx, scope, key, 0, PointStarted, nil, resp, ttl); err != nil {
 			return err
 		}
 		return s.translate(tx.Commit(), "committing idempotency key "+key)
 	}
-	args, err := completeArgs(scope, key, 0, PointStarted, nil, resp, ttl)
+	header, err := headerJSON(key, resp)
 	if err != nil {
 		return err
 	}
-	err = tx.commitWith(s.query("complete_key_or_fail"), args...)
+	var body any
+	if len(resp.Body) > 0 {
+		body = resp.Body
+	}
+	args := []any{scope, key, fingerprint, resp.Status, header, body, ms(ttl)}
+	if tx.conn == nil {
+		res, err := tx.ExecContext(ctx, s.query("postgres/record_key"), args...)
+		if err != nil {
+			return s.translate(err, "storing the response of idempotency key "+key)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return errTaken
+		}
+		return s.translate(tx.Commit(), "committing idempotency key "+key)
+	}
+	err = tx.commitWith(s.query("record_key_or_fail"), args...)
 	if sqldialect.SQLState(err) == sqlStateDivisionByZero { // it stored nothing
-		return fenced(scope, key, 0, PointStarted)
+		return errTaken
 	}
 	return s.translate(err, "committing idempotency key "+key)
 }
 
-// sqlStateDivisionByZero is how complete_key_or_fail fails when it
-// updated no row.
+// errTaken: Do's key was committed by another writer while fn ran, so Do's
+// transaction rolled back (PostgreSQL).
+var errTaken = errors.New("idempotency: key committed by another writer")
+
+// judgeTaken answers a call whose transaction rolled back because another
+// writer committed its key meanwhile: from that writer's record.
+func (s *Store) judgeTaken(ctx context.Context, scope, key, fingerprint string) (Response, bool, error) {
+	r, err := s.get(ctx, s.db, scope, key)
+	if err != nil {
+		return Response{}, false, err
+	}
+	if r == nil { // deleted (pruned) since: the caller may retry
+		return Response{}, false, ErrInFlight
+	}
+	return judge(r, fingerprint)
+}
+
+// sqlStateDivisionByZero is how record_key_or_fail fails when it wrote
+// no row.
 const sqlStateDivisionByZero = "22012"
 
 // keyTx is Do's transaction. Through a handle whose connections pipeline

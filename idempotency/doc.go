@@ -11,43 +11,48 @@
 //
 // # Do: one transaction
 //
-// Do inserts the key's row, runs the caller's business write and stores the
-// response in one transaction. Nobody ever sees the key in flight: either
-// everything committed or nothing did, so a crash (or a retryable answer, or
-// an error) leaves nothing behind and the retry simply runs. A later call
-// reads the committed row: another fingerprint is ErrMismatch, the same one
-// replays the stored response.
+// Do claims the key, runs the caller's business write and stores the key
+// with the response in one transaction. Nobody ever sees the key in flight:
+// either everything committed or nothing did, so a crash (or a retryable
+// answer, or an error) leaves nothing behind and the retry simply runs. A
+// later call reads the committed row: another fingerprint is ErrMismatch,
+// the same one replays the stored response.
 //
-// On PostgreSQL the claim is the transaction's first statement, and it reads
-// the committed row too: a first execution adds two statements to the
-// handler's (the claim, and storing the response) and commits once; a
-// replay is BEGIN, the claim and ROLLBACK, and takes no lock. Through the
-// database/sql handle of postgres.DB.SQL (postgres.OpenSQL), the claim is
-// sent with BEGIN in one round trip and the response with COMMIT in
-// another (sqldialect.Pipeliner), so a first execution makes no round trip
-// beyond the handler's own transaction; a replay answers after one, and
-// its ROLLBACK follows on a goroutine before the connection goes back to
-// the pool. The statement that stores the response fails unless it
-// stored it, so COMMIT never runs without it. With Policy.ReadFirst the
-// row is read before the transaction instead: a replay is that one read,
-// a first execution one statement (and round trip) more. Another driver's
-// handle works too, one round trip per statement.
+// On PostgreSQL the claim is the transaction's first statement: it takes
+// the claim's advisory locks and reads the committed row. The key's row is
+// written once, complete with the response, as the transaction's last
+// statement. A first execution adds those two statements to the handler's
+// and commits once; a replay is BEGIN, the claim and ROLLBACK, and waits
+// for no lock. Through the database/sql handle of postgres.DB.SQL
+// (postgres.OpenSQL), the claim is sent with BEGIN in one round trip and
+// the key's row with COMMIT in another (sqldialect.Pipeliner), so a first
+// execution makes no round trip beyond the handler's own transaction; a
+// replay answers after one, and its ROLLBACK follows on a goroutine before
+// the connection goes back to the pool. The statement that writes the key
+// fails unless it wrote it, so COMMIT never runs without it. With
+// Policy.ReadFirst the row is read before the transaction instead: a replay
+// is that one read, a first execution one statement (and round trip) more.
+// Another driver's handle works too, one round trip per statement.
 //
-// While the first call is uncommitted, a second call's insert waits for it:
+// While the first call is uncommitted, a second call waits for it or is
+// told at once that it cannot be a retry of it:
 //
-//   - PostgreSQL waits on the first's uncommitted unique key. That wait is
+//   - PostgreSQL: the claim tries two transaction-scoped advisory locks,
+//     held until the transaction ends: the lock of (scope, key,
+//     fingerprint), and only with it the lock of (scope, key). A second
+//     call with the same fingerprint finds the first held and waits on it,
 //     bounded by a transaction-local lock_timeout (Policy.InFlightWait; so
 //     it is fine behind PgBouncer in transaction mode, and the handler's
-//     writes get the session's lock_timeout back in the same statement)
-//     and its end, SQLSTATE 55P03, answers ErrInFlight. The uncommitted row cannot
-//     be read, so to let a mismatch win over in-flight each claimant first
-//     takes a transaction-scoped advisory lock named by (scope, key,
-//     fingerprint), held until its transaction ends: one statement tries
-//     the lock and, when it has it, inserts the key. A second call with
-//     the same fingerprint finds it held and waits on it (ErrInFlight when
-//     it times out); one with another fingerprint gets the lock at once and then
-//     waits on the key, which proves that the first claimed it with another
-//     fingerprint: ErrMismatch. So a mismatch is told within InFlightWait.
+//     writes get the session's lock_timeout back in the same statement);
+//     its end, SQLSTATE 55P03, answers ErrInFlight, and a first call that
+//     commits in time is replayed. A call with another fingerprint gets the
+//     first lock and finds the second held: the key is in flight for
+//     another request, ErrMismatch at once (mismatch wins over in-flight).
+//     The locks keep the key's row to one write. Should a writer that
+//     does not take the second lock (Steps, or an older baton) commit the
+//     key while the handler runs, the key's insert finds it and the
+//     transaction rolls back, business write and all, and the call is
+//     answered from that writer's record.
 //   - SQLite has one writer at a time: every transaction is BEGIN
 //     IMMEDIATE, so the second call waits for the write lock (busy_timeout,
 //     5 s in package sqlite) and then finds the first's row committed and

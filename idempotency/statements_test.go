@@ -126,9 +126,9 @@ func tracedPostgres(t *testing.T) (env, *statementLog) {
 }
 
 // A first execution costs few statements beyond the handler's own (BEGIN,
-// its insert, COMMIT): one statement that bounds the lock waits, takes the
-// claim's advisory lock, inserts the key, reads a committed one and gives
-// the transaction its lock waits back, and the one storing the response.
+// its insert, COMMIT): one statement that takes the claim's advisory locks
+// and reads a committed key, and the one writing the key with the
+// response.
 // And no round trip beyond the handler's own three: the claim goes with
 // BEGIN, and the response with COMMIT.
 func TestDoStatementsPostgres(t *testing.T) {
@@ -280,5 +280,68 @@ func TestReplayDoesNotWaitForItsRollback(t *testing.T) {
 	var open int
 	if err := e.db.QueryRowContext(ctx, "select count(*) from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'").Scan(&open); err != nil || open != 0 {
 		t.Errorf("%d transactions left open after the rollback (%v), want 0", open, err)
+	}
+}
+
+// A first execution writes its key's row once, complete with the answer,
+// not claimed in flight and then updated: the row is the first tuple of
+// the table's first page, and the table has no dead version of it. (An
+// insert and an update in one transaction leave two tuples, the live one
+// at (0,2).) One row version is the key's whole cost in the table and its
+// indexes, which is most of what a first execution adds to a handler.
+func TestDoWritesTheKeyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _ := tracedPostgres(t)
+	var runs counter
+	if _, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, createOrder(&runs, "o1", 201)); err != nil {
+		t.Fatal(err)
+	}
+	var ctid string
+	if err := e.db.QueryRowContext(ctx, "select ctid::text from "+e.table()+" where scope = 's' and key = 'k'").Scan(&ctid); err != nil {
+		t.Fatal(err)
+	}
+	if ctid != "(0,1)" {
+		t.Errorf("the key's row is at %s, want (0,1): it was written more than once", ctid)
+	}
+}
+
+// A request whose key is in flight with another fingerprint is told
+// ErrMismatch at once: the key's lock says another request holds it, and
+// its own fingerprint's lock that this is not a retry of that one. It does
+// not wait InFlightWait for the other to end.
+func TestDoMismatchInFlightAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _ := tracedPostgres(t)
+	var runs counter
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := e.store.Do(ctx, "s", "k", "fp1", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+			resp, err := createOrder(&runs, "o1", 201)(ctx, tx)
+			close(holding)
+			<-release
+			return resp, err
+		})
+		first <- err
+	}()
+	<-holding
+	wait := time.Minute
+	start := time.Now()
+	_, _, err := e.store.Do(ctx, "s", "k", "fp2", Policy{InFlightWait: wait}, createOrder(&runs, "o2", 201))
+	took := time.Since(start)
+	close(release)
+	if !IsMismatch(err) {
+		t.Errorf("another request while the key is in flight: %v, want ErrMismatch", err)
+	}
+	if took > wait/2 {
+		t.Errorf("ErrMismatch after %v: it waited for the key's first request (InFlightWait %v)", took, wait)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if runs.n() != 1 {
+		t.Errorf("the handler ran %d times, want 1", runs.n())
 	}
 }

@@ -98,11 +98,13 @@ func NewStore(db *sql.DB, d Dialect, schema string) *Store {
 	if err != nil { // compiled in: cannot fail at run time
 		panic("idempotency: loading embedded SQL: " + err.Error())
 	}
-	// Do's answer, sent with its COMMIT in one round trip when the handle
-	// pipelines: complete_key, made to fail (division by zero, 22012)
-	// unless it stored the answer, since the COMMIT then runs only if it
-	// succeeds (the other callers check the rows it updated).
-	q["complete_key_or_fail"] = "with completed as (" + q["complete_key"] + " returning 1) select 1 / count(*) from completed"
+	// Do's key and answer, sent with its COMMIT in one round trip when
+	// the handle pipelines: record_key, made to fail (division by zero,
+	// 22012) unless it wrote the row, since the COMMIT then runs only if
+	// it succeeds (otherwise the caller checks the rows it wrote).
+	if d == Postgres {
+		q["record_key_or_fail"] = "with recorded as (" + q["postgres/record_key"] + " returning 1) select 1 / count(*) from recorded"
+	}
 	s := &Store{db: db, dialect: d, schema: schema, q: q}
 	return s
 }
@@ -141,6 +143,17 @@ const sqlStateLockTimeout = "55P03"
 // as package scheduler's does.
 func (s *Store) translate(err error, what string) error {
 	return sqldialect.Translate(err, s.dialect, what)
+}
+
+// keyLock names (scope, key) as a transaction-scoped advisory lock: Do's
+// claim holds it, with lockKey's, until its transaction ends (PostgreSQL).
+func (s *Store) keyLock(scope, key string) int64 {
+	h := fnv.New64a()
+	for _, part := range []string{"baton.idempotency.key", s.schema, scope, key} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return int64(h.Sum64())
 }
 
 // lockKey names (scope, key, fingerprint) as a transaction-scoped advisory
