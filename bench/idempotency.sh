@@ -34,6 +34,11 @@
 # and a server crash empties the table: a retry after it runs again). Not a
 # setting baton offers: it measures what the key's durability costs.
 #
+# BASE=REV adds the store "postgres at REV": the middleware as shipped, in
+# the example built from git revision REV (a throwaway worktree), on the
+# same cluster, in the same rounds: a change measured beside what it
+# changes.
+#
 # Targets (issue 20): (b) costs at most 20% of (a)'s throughput; (c) is at
 # least 3× as fast as (b).
 #
@@ -41,6 +46,7 @@
 # Env:    DURATION=5s (per measurement, after a 1 s warm-up)  ROUNDS=3
 #         CLIENTS="1 32"  STORES="postgres,postgres read-first,sqlite"
 #         PGBIN=/usr/lib/postgresql/15/bin (else the newest there, else $PATH)
+#         BASE=REV (adds "postgres at REV")
 set -euo pipefail
 
 DURATION=${DURATION:-5s}
@@ -54,6 +60,14 @@ cd "$(dirname "$0")/.."
 
 echo "--- building the example and its load generator" >&2
 go build -o "$tmp/orders" ./examples/orders
+if [ -n "${BASE:-}" ]; then
+  base_rev=$(git rev-parse --short "$BASE^{commit}") || { echo "$(basename "$0"): BASE=$BASE is not a git revision" >&2; exit 64; }
+  echo "--- building the example at $base_rev" >&2
+  git worktree add -q --detach "$tmp/base" "$base_rev"
+  (cd "$tmp/base" && go build -o "$tmp/orders-base" ./examples/orders) || { git worktree remove --force "$tmp/base"; exit 1; }
+  git worktree remove --force "$tmp/base"
+  stores+=("postgres at $base_rev")
+fi
 go build -o "$tmp/loadgen" ./examples/orders/loadgen
 
 srv_pid=""
@@ -69,7 +83,7 @@ trap 'stop_server; cleanup' EXIT
 # serve ARGS...: start the example on a free loopback port; sets srv_url.
 serve() {
   : >"$tmp/server.out"
-  "$tmp/orders" --addr 127.0.0.1:0 --provider-log "$tmp/provider.log" "$@" >"$tmp/server.out" 2>>"$tmp/server.err" &
+  "$tmp/${orders:-orders}" --addr 127.0.0.1:0 --provider-log "$tmp/provider.log" "$@" >"$tmp/server.out" 2>>"$tmp/server.err" &
   srv_pid=$!
   for _ in $(seq 1 300); do
     grep -q '^listening on ' "$tmp/server.out" && break
@@ -93,8 +107,10 @@ results="$tmp/results.tsv"
 modes=(plain first replay)
 for ((round = 1; round <= ROUNDS; round++)); do
   for store in "${stores[@]}"; do
+    orders=orders
     case $store in
       postgres) flags=(--db "$url") ;;
+      "postgres at "*) flags=(--db "$url"); orders=orders-base ;;
       "postgres read-first") flags=(--db "$url" --read-first) ;;
       "postgres hand-written") flags=(--db "$url" --hand-written) ;;
       "postgres unlogged keys") flags=(--db "$url_unlogged") ;;
