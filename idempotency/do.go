@@ -231,34 +231,37 @@ func (s *Store) boundLockWaits(ctx context.Context, tx *sql.Tx, wait time.Durati
 //
 // On PostgreSQL it inserts nothing: the row is written once, complete with
 // the answer, by completeAndCommit, and the claim is advisory locks, held
-// until the transaction ends. claim_key, the transaction's first
-// statement, tries the lock of (scope, key, fingerprint) and, with it, the
-// lock of (scope, key), and reads the key's committed record. Then:
+// until the transaction ends. claim_key tries the lock of (scope, key,
+// fingerprint) and, with it, the lock of (scope, key); read_key then reads
+// the key's committed record in a snapshot taken after the locks, so it
+// holds whatever a claim that had them committed. Both go with BEGIN, in
+// one round trip. Then:
 //   - a record: a replay or a mismatch, judged by the caller;
 //   - both locks: the key is this call's;
 //   - not the first: a claim of the same request is in flight; wait for
-//     it (wait_claim, at most wait; ErrInFlight after that) and claim
-//     again, now in a snapshot that holds what it committed;
-//   - the first, not the second: a claim of another request holds the key,
-//     ErrMismatch (mismatch wins over in-flight), unless a read in a new
-//     snapshot finds the key committed by now.
+//     it (wait_claim, at most wait; ErrInFlight after that), and claim and
+//     read again;
+//   - the first, not the second: a claim of another request holds the key
+//     and has not committed, ErrMismatch (mismatch wins over in-flight).
 func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scope, key, fingerprint string) (bool, *Record, error) {
 	if s.dialect != Postgres {
 		inserted, _, err := s.claim(ctx, k.Tx, wait, "insert_key", scope, key, fingerprint)
 		return inserted, nil, err
 	}
-	args := []any{scope, key, s.lockKey(scope, key, fingerprint), s.keyLock(scope, key)}
 	var mine, held, found bool
 	var row recordRow
-	dest := append([]any{&mine, &held, &found}, row.dest()...)
-	err := k.first(ctx, s.query("postgres/claim_key"), args, dest...)
+	claim := sqldialect.Row{Query: s.query("postgres/claim_key"),
+		Args: []any{s.lockKey(scope, key, fingerprint), s.keyLock(scope, key)}, Dest: []any{&mine, &held}}
+	read := sqldialect.Row{Query: s.query("postgres/read_key"),
+		Args: []any{scope, key}, Dest: append([]any{&found}, row.dest()...)}
+	err := k.first(ctx, claim, read)
 	if err == nil && !found && !mine {
 		_, err = k.ExecContext(ctx, s.query("postgres/wait_claim"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
 		if sqldialect.SQLState(err) == sqlStateLockTimeout {
 			return false, nil, ErrInFlight
 		}
-		if err == nil {
-			err = k.QueryRowContext(ctx, s.query("postgres/claim_key"), args...).Scan(dest...)
+		if err == nil { // it ended: claim again, and read what it committed
+			err = k.queryRows(ctx, claim, read)
 		}
 	}
 	switch {
@@ -270,11 +273,7 @@ func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scop
 	case held:
 		return true, nil, nil
 	}
-	r, err := s.get(ctx, k.Tx, scope, key)
-	if err == nil && r == nil {
-		err = ErrMismatch
-	}
-	return false, r, err
+	return false, nil, ErrMismatch
 }
 
 // claim inserts the key's row in tx with query (insert_key or
@@ -450,21 +449,31 @@ func (s *Store) openKeyTx(ctx context.Context) (*keyTx, error) {
 	return &keyTx{Tx: tx}, nil
 }
 
-// first runs the transaction's first statement, which returns one row,
-// scanned into dest; when pipelined, it begins the transaction in the same
-// round trip, and a failure leaves none open.
-func (k *keyTx) first(ctx context.Context, query string, args []any, dest ...any) error {
+// first runs the transaction's first statements, each of which returns
+// one row; when pipelined, it begins the transaction in the same round
+// trip, and a failure leaves none open.
+func (k *keyTx) first(ctx context.Context, rows ...sqldialect.Row) error {
 	if k.conn == nil {
-		return k.QueryRowContext(ctx, query, args...).Scan(dest...)
+		return k.queryRows(ctx, rows...)
 	}
 	err := k.conn.Raw(func(dc any) error {
-		return dc.(sqldialect.Pipeliner).BeginQueryRow(ctx, query, args, dest...)
+		return dc.(sqldialect.Pipeliner).BeginQueryRows(ctx, rows...)
 	})
 	if err != nil {
 		return err
 	}
 	k.Tx, err = k.conn.BeginTx(ctx, nil) // the one begun: nothing is sent
 	return err
+}
+
+// queryRows runs rows' statements in the transaction, one by one.
+func (k *keyTx) queryRows(ctx context.Context, rows ...sqldialect.Row) error {
+	for _, r := range rows {
+		if err := k.QueryRowContext(ctx, r.Query, r.Args...).Scan(r.Dest...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // commitWith commits, sending query with COMMIT in one round trip; the

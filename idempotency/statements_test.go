@@ -126,9 +126,8 @@ func tracedPostgres(t *testing.T) (env, *statementLog) {
 }
 
 // A first execution costs few statements beyond the handler's own (BEGIN,
-// its insert, COMMIT): one statement that takes the claim's advisory locks
-// and reads a committed key, and the one writing the key with the
-// response.
+// its insert, COMMIT): one that takes the claim's advisory locks, one that
+// reads a committed key, and the one writing the key with the response.
 // And no round trip beyond the handler's own three: the claim goes with
 // BEGIN, and the response with COMMIT.
 func TestDoStatementsPostgres(t *testing.T) {
@@ -145,16 +144,17 @@ func TestDoStatementsPostgres(t *testing.T) {
 		// round trips of a first execution and of a replay
 		firstTrips, replayTrips int
 	}{
-		// By default the claim is the first statement after BEGIN, and
-		// reads the committed key too: 5 statements and one commit for a
-		// first execution (the handler's 3, the claim, storing the
-		// answer), 3 for a replay (BEGIN, the claim, ROLLBACK). The
-		// claim is sent with BEGIN, and the answer with COMMIT: a first
+		// By default the claim (its locks, then the read of a committed
+		// key, in a snapshot after them) comes first after BEGIN: 6
+		// statements and one commit for a first execution (the
+		// handler's 3, the claim's 2, the key's row with the answer), 4
+		// for a replay (BEGIN, the claim's 2, ROLLBACK). The claim is
+		// sent with BEGIN, and the key's row with COMMIT: a first
 		// execution makes the handler's 3 round trips, a replay 2.
-		{"k", Policy{}, 5, 3, 3, 2},
+		{"k", Policy{}, 6, 4, 3, 2},
 		// ReadFirst reads the key before the transaction: a replay is
 		// that one read, a first execution one statement more.
-		{"k-read-first", Policy{ReadFirst: true}, 6, 1, 4, 1},
+		{"k-read-first", Policy{ReadFirst: true}, 7, 1, 4, 1},
 	} {
 		var runs counter
 		for _, want := range []struct {
@@ -343,5 +343,106 @@ func TestDoMismatchInFlightAtOnce(t *testing.T) {
 	}
 	if runs.n() != 1 {
 		t.Errorf("the handler ran %d times, want 1", runs.n())
+	}
+}
+
+// A call that waited for a claim of the same request, which then rolled
+// back (a 503, not stored), runs: its handler gets the session's
+// lock_timeout back (here PostgreSQL's default, none), not the bound the
+// wait had, and the key is written once, by it.
+func TestDoRunsAfterWaitingForARollback(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _ := tracedPostgres(t)
+	var runs counter
+	holding, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+			close(holding)
+			<-release
+			return Response{Status: 503}, nil
+		})
+		first <- err
+	}()
+	<-holding
+	second := make(chan error, 1)
+	go func() {
+		resp, replayed, err := e.store.Do(ctx, "s", "k", "fp", Policy{InFlightWait: time.Minute}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+			var timeout string
+			if err := tx.QueryRowContext(ctx, "show lock_timeout").Scan(&timeout); err != nil {
+				return Response{}, err
+			}
+			if timeout != "0" {
+				t.Errorf("the handler runs with lock_timeout %s, want the session's 0", timeout)
+			}
+			return createOrder(&runs, "o2", 201)(ctx, tx)
+		})
+		if err == nil && (replayed || resp.Status != 201) {
+			err = fmt.Errorf("after the first rolled back: %+v, replayed %v; want a first execution", resp, replayed)
+		}
+		second <- err
+	}()
+	// The second waits on the first's lock of the request.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := e.db.QueryRowContext(ctx, "select count(*) from pg_locks where locktype = 'advisory' and not granted").Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second call never waited for the first's claim")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if runs.n() != 1 || e.count(t, "select count(*) from "+e.table()+" where key = 'k'") != 1 {
+		t.Errorf("the handler ran %d times, %d keys; want 1 and 1", runs.n(), e.count(t, "select count(*) from "+e.table()+" where key = 'k'"))
+	}
+}
+
+// fn runs at most once per key, also when a duplicate's claim comes just
+// as the first call commits: its read of the key must come after it holds
+// the claim's locks, in a snapshot of its own, or it could read the key
+// absent (the first not yet committed) and then get the locks (the first
+// committed and gone), and run fn a second time, which the key's insert
+// would only undo afterwards. Many small races, each of a few identical
+// calls at once.
+func TestDoRunsOnceAsTheFirstCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _ := tracedPostgres(t)
+	const rounds, calls = 300, 4
+	var runs counter
+	for r := range rounds {
+		key := fmt.Sprint("k", r)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, calls)
+		for i := range calls {
+			wg.Go(func() {
+				<-start
+				_, _, errs[i] = e.store.Do(ctx, "s", key, "fp", Policy{InFlightWait: time.Minute}, createOrder(&runs, key, 201))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", r, err)
+			}
+		}
+		if runs.n() != r+1 {
+			t.Fatalf("round %d: fn ran %d times in %d rounds: a duplicate ran it again", r, runs.n(), r+1)
+		}
 	}
 }

@@ -42,17 +42,17 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 // embeds, and sqldialect.Pipeliner.
 type SQLConn struct {
 	*stdlib.Conn
-	begun      bool         // BeginQueryRow began a transaction: the next BeginTx is it
+	begun      bool         // BeginQueryRows began a transaction: the next BeginTx is it
 	open       *pipelinedTx // that transaction, once BeginTx gave it, until it ends
 	commitWith *pgx.Batch   // what open's Commit sends before COMMIT
 }
 
 var _ sqldialect.Pipeliner = (*SQLConn)(nil)
 
-// BeginQueryRow implements sqldialect.Pipeliner.
-func (c *SQLConn) BeginQueryRow(ctx context.Context, query string, args []any, dest ...any) error {
+// BeginQueryRows implements sqldialect.Pipeliner.
+func (c *SQLConn) BeginQueryRows(ctx context.Context, rows ...sqldialect.Row) error {
 	if c.begun {
-		return errors.New("postgres: BeginQueryRow: a transaction it began is still open")
+		return errors.New("postgres: BeginQueryRows: a transaction it began is still open")
 	}
 	pg := c.Conn.Conn()
 	if pg.IsClosed() {
@@ -60,11 +60,16 @@ func (c *SQLConn) BeginQueryRow(ctx context.Context, query string, args []any, d
 	}
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.Queue(query, args...)
+	for _, r := range rows {
+		b.Queue(r.Query, r.Args...)
+	}
 	br := pg.SendBatch(ctx, b)
 	_, err := br.Exec()
-	if err == nil {
-		err = br.QueryRow().Scan(dest...)
+	for _, r := range rows {
+		if err != nil {
+			break
+		}
+		err = br.QueryRow().Scan(r.Dest...)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -80,14 +85,14 @@ func (c *SQLConn) BeginQueryRow(ctx context.Context, query string, args []any, d
 // CommitWith implements sqldialect.Pipeliner.
 func (c *SQLConn) CommitWith(query string, args ...any) error {
 	if c.open == nil {
-		return errors.New("postgres: CommitWith: no transaction that BeginQueryRow began is open on the connection")
+		return errors.New("postgres: CommitWith: no transaction that BeginQueryRows began is open on the connection")
 	}
 	c.commitWith = &pgx.Batch{}
 	c.commitWith.Queue(query, args...)
 	return nil
 }
 
-// BeginTx gives the transaction BeginQueryRow began, or begins one as pgx's
+// BeginTx gives the transaction BeginQueryRows began, or begins one as pgx's
 // connection does.
 func (c *SQLConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if !c.begun {
@@ -96,7 +101,7 @@ func (c *SQLConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx
 	c.begun = false
 	if opts != (driver.TxOptions{}) {
 		c.endFailed(ctx)
-		return nil, errors.New("postgres: BeginQueryRow began a transaction with the default options, and BeginTx asked for others")
+		return nil, errors.New("postgres: BeginQueryRows began a transaction with the default options, and BeginTx asked for others")
 	}
 	c.open = &pipelinedTx{c: c, ctx: ctx}
 	return c.open, nil
@@ -130,7 +135,7 @@ func (c *SQLConn) rollback(ctx context.Context) error {
 	return nil
 }
 
-// pipelinedTx is a transaction begun by BeginQueryRow.
+// pipelinedTx is a transaction begun by BeginQueryRows.
 type pipelinedTx struct {
 	c   *SQLConn
 	ctx context.Context

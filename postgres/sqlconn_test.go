@@ -23,7 +23,7 @@ func pipeliner(t *testing.T, conn *sql.Conn, f func(p sqldialect.Pipeliner) erro
 }
 
 // The transaction's ends go with its first and last statements: what
-// BeginQueryRow began is the next BeginTx's, CommitWith's statement
+// BeginQueryRows began is the next BeginTx's, CommitWith's statement
 // commits with it or not at all, and a failure leaves no transaction open
 // on the connection, which then works as any other.
 func TestSQLConnPipelines(t *testing.T) {
@@ -58,7 +58,7 @@ func TestSQLConnPipelines(t *testing.T) {
 	var v int
 	begin := func(val int) error {
 		return pipeliner(t, conn, func(p sqldialect.Pipeliner) error {
-			return p.BeginQueryRow(ctx, "insert into t values ($1) returning v", []any{val}, &v)
+			return p.BeginQueryRows(ctx, sqldialect.Row{Query: "insert into t values ($1) returning v", Args: []any{val}, Dest: []any{&v}})
 		})
 	}
 	// unchanged checks that nothing more committed (3 rows) and that no
@@ -78,7 +78,7 @@ func TestSQLConnPipelines(t *testing.T) {
 
 	// Begun with the first statement, committed with the last.
 	if err := begin(1); err != nil || v != 1 {
-		t.Fatalf("BeginQueryRow: %d, %v", v, err)
+		t.Fatalf("BeginQueryRows: %d, %v", v, err)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -88,7 +88,7 @@ func TestSQLConnPipelines(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := count(); n != 0 {
-		t.Fatalf("%d rows seen before the commit, want 0: BeginQueryRow did not begin a transaction", n)
+		t.Fatalf("%d rows seen before the commit, want 0: BeginQueryRows did not begin a transaction", n)
 	}
 	commitWith("insert into t values ($1)", 3)
 	if err := tx.Commit(); err != nil {
@@ -109,13 +109,13 @@ func TestSQLConnPipelines(t *testing.T) {
 	}
 	unchanged("a statement sent with COMMIT failed")
 
-	// BeginQueryRow's statement fails: no transaction is left open, and
+	// BeginQueryRows's statement fails: no transaction is left open, and
 	// the next BeginTx begins its own.
 	if err := begin(1); sqldialect.SQLState(err) != "23505" {
-		t.Fatalf("BeginQueryRow of a failing statement: %v", err)
+		t.Fatalf("BeginQueryRows of a failing statement: %v", err)
 	}
 	if inTx() {
-		t.Fatal("a failed BeginQueryRow left its transaction open")
+		t.Fatal("a failed BeginQueryRows left its transaction open")
 	}
 	tx, err = conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestSQLConnPipelines(t *testing.T) {
 	}
 	unchanged("a rollback with CommitWith")
 
-	// CommitWith outside a transaction BeginQueryRow began is refused:
+	// CommitWith outside a transaction BeginQueryRows began is refused:
 	// its statement would otherwise wait for some later commit.
 	tx, err = conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -160,7 +160,7 @@ func TestSQLConnPipelines(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable}); err == nil {
-		t.Fatal("BeginTx with other options took the transaction BeginQueryRow began")
+		t.Fatal("BeginTx with other options took the transaction BeginQueryRows began")
 	}
 	unchanged("a refused BeginTx")
 }

@@ -207,6 +207,13 @@ func SQLState(err error) string {
 	return ""
 }
 
+// Row is a statement that returns one row, and where it is scanned.
+type Row struct {
+	Query string
+	Args  []any
+	Dest  []any
+}
+
 // Pipeliner is what the driver connections of postgres.DB.SQL offer (reach
 // one with sql.Conn.Raw): a transaction whose first and last statements are
 // sent with its BEGIN and its COMMIT, each pair in one round trip, so that
@@ -214,16 +221,16 @@ func SQLState(err error) string {
 // trips of their own. A handle from another driver has none, and its
 // callers send the statements one by one.
 type Pipeliner interface {
-	// BeginQueryRow begins a transaction and runs query in the same round
-	// trip, scanning its one row into dest. When it succeeds, the
-	// connection's next BeginTx (with default options) gives that
-	// transaction without sending anything; when it fails, the
-	// transaction has been rolled back.
-	BeginQueryRow(ctx context.Context, query string, args []any, dest ...any) error
+	// BeginQueryRows begins a transaction and runs rows' statements in it,
+	// in order, in the same round trip, scanning each one's one row into
+	// its Dest. When it succeeds, the connection's next BeginTx (with
+	// default options) gives that transaction without sending anything;
+	// when it fails, the transaction has been rolled back.
+	BeginQueryRows(ctx context.Context, rows ...Row) error
 	// CommitWith makes the open transaction's Commit send query in the
 	// same round trip, just before COMMIT, whose result it then is: when
 	// query fails, the transaction rolls back and Commit returns query's
 	// error. A Rollback forgets it. It is an error unless the open
-	// transaction is one that BeginQueryRow began.
+	// transaction is one that BeginQueryRows began.
 	CommitWith(query string, args ...any) error
 }
