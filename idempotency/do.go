@@ -91,9 +91,9 @@ func validKey(key string) error {
 // transaction rolls back (the business write too) and Do returns what fn
 // returned, with replayed=false. fn must do its writes through tx.
 //
-// Cost on PostgreSQL: a first execution adds two statements to fn's own
-// transaction and commits once: the claim (advisory locks, and a read of
-// the key's committed record should it exist) and, last, the key's row,
+// Cost on PostgreSQL: a first execution adds three statements to fn's own
+// transaction and commits once: the claim (its advisory locks, then a read
+// of the key's committed record should it exist) and, last, the key's row,
 // written once with the response. A replay is BEGIN, the claim and
 // ROLLBACK, and waits for no lock; with p.ReadFirst it is one read before
 // any transaction, and a first execution that read more. Through the

@@ -18,12 +18,13 @@
 // later call reads the committed row: another fingerprint is ErrMismatch,
 // the same one replays the stored response.
 //
-// On PostgreSQL the claim is the transaction's first statement: it takes
-// the claim's advisory locks and reads the committed row. The key's row is
-// written once, complete with the response, as the transaction's last
-// statement. A first execution adds those two statements to the handler's
-// and commits once; a replay is BEGIN, the claim and ROLLBACK, and waits
-// for no lock. Through the database/sql handle of postgres.DB.SQL
+// On PostgreSQL the claim comes first: one statement takes the claim's
+// advisory locks, and the next reads the committed row, in a snapshot taken
+// after them (so a duplicate never reads the key absent after its first
+// call committed). The key's row is written once, complete with the
+// response, as the transaction's last statement. A first execution adds
+// those three statements to the handler's and commits once; a replay is
+// BEGIN, the claim's two statements and ROLLBACK, and waits for no lock. Through the database/sql handle of postgres.DB.SQL
 // (postgres.OpenSQL), the claim is sent with BEGIN in one round trip and
 // the key's row with COMMIT in another (sqldialect.Pipeliner), so a first
 // execution makes no round trip beyond the handler's own transaction; a
