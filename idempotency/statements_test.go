@@ -306,6 +306,29 @@ func TestDoWritesTheKeyOnce(t *testing.T) {
 	}
 }
 
+// holdInFlight starts a Do of key with fingerprint fp (scope "s") whose
+// handler, fn, runs and then waits: the key is in flight until release,
+// which lets the handler return and gives Do's error.
+func holdInFlight(t *testing.T, e env, key, fp string, fn func(ctx context.Context, tx *sql.Tx) (Response, error)) (release func() error) {
+	t.Helper()
+	holding, proceed := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := e.store.Do(context.Background(), "s", key, fp, Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
+			resp, err := fn(ctx, tx)
+			close(holding)
+			<-proceed
+			return resp, err
+		})
+		done <- err
+	}()
+	<-holding
+	return func() error {
+		close(proceed)
+		return <-done
+	}
+}
+
 // A request whose key is in flight with another fingerprint is told
 // ErrMismatch at once: the key's lock says another request holds it, and
 // its own fingerprint's lock that this is not a retry of that one. It does
@@ -315,31 +338,19 @@ func TestDoMismatchInFlightAtOnce(t *testing.T) {
 	ctx := context.Background()
 	e, _ := tracedPostgres(t)
 	var runs counter
-	holding, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, _, err := e.store.Do(ctx, "s", "k", "fp1", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
-			resp, err := createOrder(&runs, "o1", 201)(ctx, tx)
-			close(holding)
-			<-release
-			return resp, err
-		})
-		first <- err
-	}()
-	<-holding
+	release := holdInFlight(t, e, "k", "fp1", createOrder(&runs, "o1", 201))
 	wait := time.Minute
 	start := time.Now()
 	_, _, err := e.store.Do(ctx, "s", "k", "fp2", Policy{InFlightWait: wait}, createOrder(&runs, "o2", 201))
 	took := time.Since(start)
-	close(release)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
 	if !IsMismatch(err) {
 		t.Errorf("another request while the key is in flight: %v, want ErrMismatch", err)
 	}
 	if took > wait/2 {
 		t.Errorf("ErrMismatch after %v: it waited for the key's first request (InFlightWait %v)", took, wait)
-	}
-	if err := <-first; err != nil {
-		t.Fatal(err)
 	}
 	if runs.n() != 1 {
 		t.Errorf("the handler ran %d times, want 1", runs.n())
@@ -355,17 +366,9 @@ func TestDoRunsAfterWaitingForARollback(t *testing.T) {
 	ctx := context.Background()
 	e, _ := tracedPostgres(t)
 	var runs counter
-	holding, release := make(chan struct{}), make(chan struct{})
-	first := make(chan error, 1)
-	go func() {
-		_, _, err := e.store.Do(ctx, "s", "k", "fp", Policy{}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
-			close(holding)
-			<-release
-			return Response{Status: 503}, nil
-		})
-		first <- err
-	}()
-	<-holding
+	release := holdInFlight(t, e, "k", "fp", func(context.Context, *sql.Tx) (Response, error) {
+		return Response{Status: 503}, nil
+	})
 	second := make(chan error, 1)
 	go func() {
 		resp, replayed, err := e.store.Do(ctx, "s", "k", "fp", Policy{InFlightWait: time.Minute}, func(ctx context.Context, tx *sql.Tx) (Response, error) {
@@ -398,8 +401,7 @@ func TestDoRunsAfterWaitingForARollback(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(release)
-	if err := <-first; err != nil {
+	if err := release(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-second; err != nil {
