@@ -251,12 +251,12 @@ func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scop
 	var mine, held, found bool
 	var row recordRow
 	claim := sqldialect.Row{Query: s.query("postgres/claim_key"),
-		Args: []any{s.lockKey(scope, key, fingerprint), s.keyLock(scope, key)}, Dest: []any{&mine, &held}}
+		Args: []any{s.requestLock(scope, key, fingerprint), s.keyLock(scope, key)}, Dest: []any{&mine, &held}}
 	read := sqldialect.Row{Query: s.query("postgres/read_key"),
 		Args: []any{scope, key}, Dest: append([]any{&found}, row.dest()...)}
 	err := k.first(ctx, claim, read)
 	if err == nil && !found && !mine {
-		_, err = k.ExecContext(ctx, s.query("postgres/wait_claim"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
+		_, err = k.ExecContext(ctx, s.query("postgres/wait_claim"), lockTimeout(wait), s.requestLock(scope, key, fingerprint))
 		if sqldialect.SQLState(err) == sqlStateLockTimeout {
 			return false, nil, ErrInFlight
 		}
@@ -285,7 +285,7 @@ func (s *Store) claimKey(ctx context.Context, k *keyTx, wait time.Duration, scop
 // it proves otherwise.
 func (s *Store) claim(ctx context.Context, tx *sql.Tx, wait time.Duration, query, scope, key, fingerprint string, args ...any) (inserted bool, token int64, err error) {
 	if s.dialect == Postgres {
-		_, err := tx.ExecContext(ctx, s.query("postgres/claim_lock"), lockTimeout(wait), s.lockKey(scope, key, fingerprint))
+		_, err := tx.ExecContext(ctx, s.query("postgres/claim_lock"), lockTimeout(wait), s.requestLock(scope, key, fingerprint))
 		if sqldialect.SQLState(err) == sqlStateLockTimeout {
 			return false, 0, ErrInFlight
 		}

@@ -223,7 +223,7 @@ func TestReplayDoesNotWaitForTheClaimLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback()
-	if _, err := holder.ExecContext(ctx, "select pg_advisory_xact_lock($1)", e.store.lockKey("s", "k", "fp")); err != nil {
+	if _, err := holder.ExecContext(ctx, "select pg_advisory_xact_lock($1)", e.store.requestLock("s", "k", "fp")); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

@@ -145,23 +145,28 @@ func (s *Store) translate(err error, what string) error {
 	return sqldialect.Translate(err, s.dialect, what)
 }
 
-// keyLock names (scope, key) as a transaction-scoped advisory lock: Do's
-// claim holds it, with lockKey's, until its transaction ends (PostgreSQL).
-func (s *Store) keyLock(scope, key string) int64 {
-	h := fnv.New64a()
-	for _, part := range []string{"baton.idempotency.key", s.schema, scope, key} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
-	}
-	return int64(h.Sum64())
+// requestLock names a request, (scope, key, fingerprint), as a
+// transaction-scoped advisory lock of PostgreSQL: every claim, Do's and
+// Steps', holds it until its transaction ends; see doc.go for what it is
+// for. The schema is part of it so that two stores in one database do not
+// share locks. (Releases before keyLock named it the same way, so a mixed
+// fleet shares it.)
+func (s *Store) requestLock(scope, key, fingerprint string) int64 {
+	return lockName("baton.idempotency", s.schema, scope, key, fingerprint)
 }
 
-// lockKey names (scope, key, fingerprint) as a transaction-scoped advisory
-// lock of PostgreSQL; see doc.go for what it is for. The schema is part of
-// it so that two stores in one database do not share locks.
-func (s *Store) lockKey(scope, key, fingerprint string) int64 {
+// keyLock names a key, (scope, key), as a transaction-scoped advisory lock:
+// Do's claim takes it once it holds requestLock's, until its transaction
+// ends (PostgreSQL).
+func (s *Store) keyLock(scope, key string) int64 {
+	return lockName("baton.idempotency.key", s.schema, scope, key)
+}
+
+// lockName hashes parts, each ended by a zero byte, into an advisory lock's
+// 64-bit key.
+func lockName(parts ...string) int64 {
 	h := fnv.New64a()
-	for _, part := range []string{"baton.idempotency", s.schema, scope, key, fingerprint} {
+	for _, part := range parts {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
