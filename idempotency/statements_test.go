@@ -386,11 +386,12 @@ func TestDoRunsAfterWaitingForARollback(t *testing.T) {
 		}
 		second <- err
 	}()
-	// The second waits on the first's lock of the request.
+	// The second waits on the first's lock of the request (in this
+	// test's database: other tests share the cluster).
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var waiting int
-		if err := e.db.QueryRowContext(ctx, "select count(*) from pg_locks where locktype = 'advisory' and not granted").Scan(&waiting); err != nil {
+		if err := e.db.QueryRowContext(ctx, "select count(*) from pg_locks where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())").Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
