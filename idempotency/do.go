@@ -36,10 +36,10 @@ type Policy struct {
 	InFlightWait time.Duration
 	// ReadFirst makes Do read the key before it begins the transaction
 	// (PostgreSQL; SQLite always does). A replay then costs that one read
-	// instead of three statements (BEGIN, the claim that finds the key,
-	// ROLLBACK), and a first execution one statement more (six instead of
-	// five with a one-insert handler). Leave it off unless most calls are
-	// replays.
+	// instead of four statements (BEGIN, the claim's locks and read,
+	// ROLLBACK), and a first execution one statement and round trip more
+	// (seven instead of six with a one-insert handler). Leave it off
+	// unless most calls are replays.
 	ReadFirst bool
 	// AfterCommit, when set, runs after a first execution's transaction
 	// commits: outbox.Store.Nudge, say, to wake this process's relays at
@@ -132,7 +132,7 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 		return Response{}, false, err
 	}
 	if !claimed { // committed before the claim
-		if r == nil { // committed after the claim's snapshot, or not read
+		if r == nil { // not read by the claim (SQLite's inserts only)
 			if r, err = s.get(ctx, tx, scope, key); err != nil {
 				return Response{}, false, err
 			}
@@ -151,7 +151,8 @@ func (s *Store) Do(ctx context.Context, scope, key, fingerprint string, p Policy
 	err = s.completeAndCommit(ctx, tx, scope, key, fingerprint, resp, p.TTL)
 	if errors.Is(err, errTaken) { // rolled back: answer from what was committed
 		tx.close()
-		return s.judgeTaken(ctx, scope, key, fingerprint)
+		// Deleted (pruned) since, if nothing: the caller may retry.
+		return s.judgeCommitted(ctx, scope, key, fingerprint, ErrInFlight)
 	}
 	if err != nil {
 		return Response{}, false, err
@@ -196,12 +197,18 @@ var errBlocked = errors.New("idempotency: key claimed by an uncommitted transact
 // fingerprint: it is a mismatch, unless a committed row says otherwise
 // (it committed meanwhile, or the blocker was an update of a visible row).
 func (s *Store) judgeBlocked(ctx context.Context, scope, key, fingerprint string) (Response, bool, error) {
+	return s.judgeCommitted(ctx, scope, key, fingerprint, ErrMismatch)
+}
+
+// judgeCommitted answers a call from the key's committed record, read
+// outside any transaction of the call's; absent when there is none.
+func (s *Store) judgeCommitted(ctx context.Context, scope, key, fingerprint string, absent error) (Response, bool, error) {
 	r, err := s.get(ctx, s.db, scope, key)
 	if err != nil {
 		return Response{}, false, err
 	}
 	if r == nil {
-		return Response{}, false, ErrMismatch
+		return Response{}, false, absent
 	}
 	return judge(r, fingerprint)
 }
@@ -324,31 +331,31 @@ func (s *Store) complete(ctx context.Context, tx *sql.Tx, scope, key string, tok
 
 // completeArgs are complete_key's parameters.
 func completeArgs(scope, key string, token int64, point string, data json.RawMessage, resp Response, ttl time.Duration) ([]any, error) {
-	header, err := headerJSON(key, resp)
+	header, body, err := responseArgs(key, resp)
 	if err != nil {
 		return nil, err
 	}
-	var saved, body any
+	var saved any
 	if len(data) > 0 {
 		saved = string(data)
-	}
-	if len(resp.Body) > 0 {
-		body = resp.Body
 	}
 	return []any{scope, key, token, point, saved, resp.Status, header, body, ms(ttl)}, nil
 }
 
-// headerJSON is resp's header as the JSON that response_header holds, nil
-// when it has none.
-func headerJSON(key string, resp Response) (any, error) {
-	if len(resp.Header) == 0 {
-		return nil, nil
+// responseArgs are resp's header, as the JSON that response_header holds,
+// and body, as parameters: nil when empty.
+func responseArgs(key string, resp Response) (header, body any, err error) {
+	if len(resp.Header) > 0 {
+		b, err := json.Marshal(resp.Header)
+		if err != nil {
+			return nil, nil, baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
+		}
+		header = string(b)
 	}
-	b, err := json.Marshal(resp.Header)
-	if err != nil {
-		return nil, baton.Wrap(baton.EINTERNAL, err, "encoding the headers of idempotency key %s", key)
+	if len(resp.Body) > 0 {
+		body = resp.Body
 	}
-	return string(b), nil
+	return header, body, nil
 }
 
 // completeAndCommit stores resp as the answer of Do's key and commits:
@@ -363,13 +370,9 @@ func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key, fi
 		}
 		return s.translate(tx.Commit(), "committing idempotency key "+key)
 	}
-	header, err := headerJSON(key, resp)
+	header, body, err := responseArgs(key, resp)
 	if err != nil {
 		return err
-	}
-	var body any
-	if len(resp.Body) > 0 {
-		body = resp.Body
 	}
 	args := []any{scope, key, fingerprint, resp.Status, header, body, ms(ttl)}
 	if tx.conn == nil {
@@ -392,19 +395,6 @@ func (s *Store) completeAndCommit(ctx context.Context, tx *keyTx, scope, key, fi
 // errTaken: Do's key was committed by another writer while fn ran, so Do's
 // transaction rolled back (PostgreSQL).
 var errTaken = errors.New("idempotency: key committed by another writer")
-
-// judgeTaken answers a call whose transaction rolled back because another
-// writer committed its key meanwhile: from that writer's record.
-func (s *Store) judgeTaken(ctx context.Context, scope, key, fingerprint string) (Response, bool, error) {
-	r, err := s.get(ctx, s.db, scope, key)
-	if err != nil {
-		return Response{}, false, err
-	}
-	if r == nil { // deleted (pruned) since: the caller may retry
-		return Response{}, false, ErrInFlight
-	}
-	return judge(r, fingerprint)
-}
 
 // sqlStateDivisionByZero is how record_key_or_fail fails when it wrote
 // no row.
