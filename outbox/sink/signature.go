@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -111,7 +112,10 @@ func mac(secret []byte, ts string, body []byte) []byte {
 // webhook-id or the Idempotency-Key (both are the event's key). Several
 // signatures, separated by spaces, are accepted (one matching is enough),
 // so that a sender may sign with an old and a new secret while they are
-// rotated; signatures of other versions are ignored.
+// rotated; signatures of other versions, and entries that cannot be a v1
+// signature (not base64 of 32 bytes, no comma), are ignored: the header is
+// malformed only when no usable v1 signature is left. Each is compared in
+// constant time.
 //
 // Its errors wrap ErrSignatureMalformed, ErrSignatureStale or
 // ErrSignatureMismatch; none holds the secret or the expected signature.
@@ -133,22 +137,32 @@ func VerifySignature(secret []byte, h http.Header, body []byte, now time.Time, t
 	if err != nil {
 		return fmt.Errorf("%w: %s %q is not unix seconds", ErrSignatureMalformed, WebhookTimestampHeader, truncate(ts, 40))
 	}
+	// An entry that cannot be a v1 signature is passed over, as the
+	// specification's libraries do: it cannot match, and refusing the
+	// header for it would refuse a valid signature beside it. Only a
+	// header with no usable v1 signature is malformed.
 	var sigs [][]byte
+	var unusable string
 	for part := range strings.FieldsSeq(header) {
 		version, sig, ok := strings.Cut(part, ",")
 		if !ok {
-			return fmt.Errorf("%w: %q is not <version>,<signature>", ErrSignatureMalformed, truncate(part, 40))
+			unusable = cmp.Or(unusable, fmt.Sprintf("%q is not <version>,<signature>", truncate(part, 40)))
+			continue
 		}
 		if version != "v1" {
 			continue
 		}
 		b, err := base64.StdEncoding.DecodeString(sig)
 		if err != nil || len(b) != sha256.Size {
-			return fmt.Errorf("%w: a v1 signature is not the base64 of %d bytes", ErrSignatureMalformed, sha256.Size)
+			unusable = cmp.Or(unusable, fmt.Sprintf("a v1 signature is not the base64 of %d bytes", sha256.Size))
+			continue
 		}
 		sigs = append(sigs, b)
 	}
 	if len(sigs) == 0 {
+		if unusable != "" {
+			return fmt.Errorf("%w: no usable v1 signature: %s", ErrSignatureMalformed, unusable)
+		}
 		return fmt.Errorf("%w: no v1 signature (want %s: v1,<base64>)", ErrSignatureMalformed, WebhookSignatureHeader)
 	}
 	if d := now.Sub(time.Unix(sec, 0)).Abs(); d > tolerance {
