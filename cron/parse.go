@@ -189,6 +189,14 @@ func parseField(expr string, f field) (uint64, bool, error) {
 		if rangePart == "*" {
 			lo, hi = f.min, f.max
 		} else if a, b, isRange := strings.Cut(rangePart, "-"); isRange {
+			switch {
+			case a == "":
+				return 0, false, baton.Invalid(f.name, "%q: a range needs a start (START-END)", rangePart)
+			case b == "":
+				return 0, false, baton.Invalid(f.name, "%q: a range needs an end (START-END)", rangePart)
+			case strings.Contains(b, "-"):
+				return 0, false, baton.Invalid(f.name, "%q: a range has one '-' (START-END); values are never negative", rangePart)
+			}
 			if lo, err = value(a, f); err != nil {
 				return 0, false, err
 			}
