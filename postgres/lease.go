@@ -55,7 +55,7 @@ func (l *Leaser) Acquire(ctx context.Context, req baton.AcquireRequest) (baton.G
 			continue
 		}
 		if err != nil {
-			return baton.Grant{}, l.db.translate(err, "acquiring lease "+req.Job)
+			return baton.Grant{}, l.translate(err, "acquiring lease "+req.Job)
 		}
 		h, live, err := l.holder(ctx, req.Job)
 		if err != nil {
@@ -336,6 +336,22 @@ func (l *Leaser) listLeases(ctx context.Context, all bool) ([]baton.Lease, error
 		return nil, l.db.translate(err, "listing leases")
 	}
 	return out, nil
+}
+
+// sqlStateTokenBack is raised by the lease table's trigger (migration 0014)
+// for a write that would give a job a token at or below one that may have
+// been issued for it.
+const sqlStateTokenBack = "BF004"
+
+// translate is the database's translation, and the lease table's refusal
+// of a token that goes back. Today's acquisition never meets it: it takes
+// the token the trigger wants. So it means a schema in a state baton does
+// not expect, and is internal (exit 70).
+func (l *Leaser) translate(err error, what string) error {
+	if pgCode(err) == sqlStateTokenBack {
+		return baton.Wrap(baton.EINTERNAL, err, "%s: the store refused the token, which does not rise above every token issued for the job", what)
+	}
+	return l.db.translate(err, what)
 }
 
 func pgCode(err error) string {

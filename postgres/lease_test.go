@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,11 +27,26 @@ func open(t *testing.T, dsn string) *postgres.DB {
 }
 
 func TestConformance(t *testing.T) {
+	var dbs sync.Map // *postgres.Leaser → its *postgres.DB
 	leasetest.Run(t, leasetest.Store{
 		Expires: true,
 		New: func(t *testing.T) func(t *testing.T) baton.Leaser {
 			dsn := pgtest.DSN(t)
-			return func(t *testing.T) baton.Leaser { return postgres.NewLeaser(open(t, dsn)) }
+			return func(t *testing.T) baton.Leaser {
+				db := open(t, dsn)
+				l := postgres.NewLeaser(db)
+				dbs.Store(l, db)
+				return l
+			}
+		},
+		// A row's insert or takeover by hand, as SQL a user wrote.
+		WriteToken: func(t *testing.T, l baton.Leaser, job string, token int64) error {
+			db, _ := dbs.Load(l)
+			_, err := db.(*postgres.DB).Pool().Exec(context.Background(), `insert into baton.job_leases as l
+  (job_key, lease_owner, lease_until, fencing_token) values ($1, gen_random_uuid(), clock_timestamp(), $2)
+on conflict (job_key) do update
+  set lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, fencing_token = excluded.fencing_token`, job, token)
+			return err
 		},
 	})
 }

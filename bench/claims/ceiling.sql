@@ -31,8 +31,9 @@ select coalesce(array_agg(job), '{}') as jobs, coalesce(array_agg(tick_at), '{}'
 commit;
 
 -- 2. Start: take each job's lease (a new term, its token above every
--- earlier one and above the epoch's base, as postgres/sql/lease_acquire.sql
--- does), and start the attempt of each tick whose lease was granted.
+-- earlier one, the floor of deleted rows and the epoch's base, as
+-- postgres/sql/lease_acquire.sql does), and start the attempt of each tick
+-- whose lease was granted.
 begin;
 with mine as (
   select job, tick_at from unnest(':jobs'::text[], ':ats'::timestamptz[]) as c(job, tick_at)),
@@ -46,7 +47,8 @@ lease as (
   on conflict (job_key) do update
     set lease_owner = excluded.lease_owner,
         lease_until = clock_timestamp() + interval '1 minute',
-        fencing_token = greatest(l.fencing_token, baton.token_base()) + 1,
+        fencing_token = greatest(l.fencing_token,
+          (select greatest(f.fencing_token, baton.token_base()) from baton.lease_token_floor f)) + 1,
         owner_host = excluded.owner_host, owner_pid = excluded.owner_pid,
         acquired_at = excluded.acquired_at, released_at = null, revoke_requested_at = null
     where l.lease_until <= clock_timestamp()

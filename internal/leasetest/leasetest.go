@@ -23,6 +23,12 @@ type Store struct {
 	// Expires says whether leases expire by the store's clock (PostgreSQL)
 	// rather than living exactly as long as the holding process (flock).
 	Expires bool
+	// WriteToken, when set, writes token as job's token in l's backing
+	// store behind l's back, with a new owner, as a binary of an older
+	// release or SQL written by hand would, and returns the store's answer.
+	// A store whose tokens live where nothing of the store can refuse a
+	// write (a lock file, which a text editor can change) leaves it nil.
+	WriteToken func(t *testing.T, l baton.Leaser, job string, token int64) error
 }
 
 // Run runs the suite.
@@ -32,6 +38,9 @@ func Run(t *testing.T, s Store) {
 	t.Run("TokensIncrease", func(t *testing.T) { t.Parallel(); testTokensIncrease(t, s) })
 	t.Run("TokensSurviveRestart", func(t *testing.T) { t.Parallel(); testRestart(t, s) })
 	t.Run("StaleTermRefused", func(t *testing.T) { t.Parallel(); testStaleTerm(t, s) })
+	if s.WriteToken != nil {
+		t.Run("StoreRefusesTokenGoingBack", func(t *testing.T) { t.Parallel(); testTokenGoingBack(t, s) })
+	}
 	t.Run("OneWinnerUnderContention", func(t *testing.T) { t.Parallel(); testContention(t, s) })
 	t.Run("JobsAreIndependent", func(t *testing.T) { t.Parallel(); testIndependent(t, s) })
 	t.Run("Listing", func(t *testing.T) { t.Parallel(); testListing(t, s) })
@@ -175,6 +184,39 @@ func testStaleTerm(t *testing.T, s Store) {
 	forged.Owner = uuid.NewString()
 	mustLost(t, l.Renew(ctx, &forged), "renew with the right token and a wrong owner")
 	mustBusy(t, l, "job-x", cur)
+}
+
+// The store itself refuses a token that goes back, whoever writes it: a
+// token at or below the job's last one, or the same one for a new owner.
+// A higher one passes, and the next term goes on from it.
+func testTokenGoingBack(t *testing.T, s Store) {
+	l := s.New(t)(t)
+	ctx := context.Background()
+	var last *baton.Term
+	for range 3 {
+		last = MustAcquire(t, l, "job-w", time.Minute)
+		if err := l.Release(ctx, last); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, token := range []int64{last.Token, last.Token - 1, 1} {
+		if err := s.WriteToken(t, l, "job-w", token); err == nil {
+			t.Fatalf("token %d written over token %d: accepted, want refused", token, last.Token)
+		}
+	}
+	if next := MustAcquire(t, l, "job-w", time.Minute); next.Token != last.Token+1 {
+		t.Fatalf("token after the refused writes = %d, want %d", next.Token, last.Token+1)
+	} else if err := l.Release(ctx, next); err != nil {
+		t.Fatal(err)
+	} else {
+		last = next
+	}
+	if err := s.WriteToken(t, l, "job-w", last.Token+5); err != nil {
+		t.Fatalf("token %d written over token %d: %v, want accepted", last.Token+5, last.Token, err)
+	}
+	if next := MustAcquire(t, l, "job-w", time.Minute); next.Token != last.Token+6 {
+		t.Fatalf("token after the write of %d = %d, want %d", last.Token+5, next.Token, last.Token+6)
+	}
 }
 
 func testContention(t *testing.T, s Store) {

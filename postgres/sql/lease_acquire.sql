@@ -5,10 +5,13 @@
 -- ($5), argv as a JSON array ($6) and start ($7). A job granted comes back
 -- with its token; a job whose lease is held does not come back.
 --
--- A new row starts above the schema's floor, the highest token of any lease
--- row deleted (0007_lease_token_floor), so tokens never go back; and every
--- token is above the epoch's base, epoch << 32 (0011_token_epoch), so they do
--- not go back across a failover that lost the last acquisitions either.
+-- A new term's token is above every token that may have been issued for its
+-- job: greatest(its row's token, the floor, the epoch's base) + 1. The floor
+-- is the highest token of any lease row deleted (0007_lease_token_floor):
+-- the job's row may have been deleted and made again lower, by a baton from
+-- before the floor. The base is epoch << 32 (0011_token_epoch), so tokens do
+-- not go back across a failover that lost the last acquisitions either. The
+-- lease table refuses any other token (0014_lease_token_rises).
 --
 -- The holders of those lost acquisitions still run until a renewal fails. So
 -- for one TTL (each request's) after an acquisition first sees a new epoch,
@@ -22,16 +25,17 @@ with c as (
     as c(job_key, owner, ttl_ms, host, pid, argv, started_at)
 ), e as (
   select ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint - 1 + t.epoch_offset as epoch,
-         t.epoch_seen, t.epoch_seen_at
-    from @schema@.token_epoch t
-   limit 1 -- its only row; said, so that the planner does not expect many
+         t.epoch_seen, t.epoch_seen_at, f.fencing_token as floor
+    from @schema@.token_epoch t, @schema@.lease_token_floor f
+   limit 1 -- their only rows; said, so that the planner does not expect many
 ), seen as (
   update @schema@.token_epoch t
      set epoch_seen = e.epoch, epoch_seen_at = clock_timestamp()
     from e
    where e.epoch > t.epoch_seen
 ), hold as (
-  select c.*, e.epoch << 32 as base,
+  -- base: the highest token issued for any job, its own row aside
+  select c.*, greatest(e.floor, e.epoch << 32) as base,
          case when e.epoch > e.epoch_seen then clock_timestamp() else e.epoch_seen_at end
            + c.ttl_ms * interval '1 millisecond' as until
     from c, e
@@ -40,9 +44,9 @@ with c as (
     (job_key, lease_owner, lease_until, fencing_token,
      owner_host, owner_pid, owner_argv, owner_started_at, acquired_at, released_at)
   select h.job_key, h.owner, clock_timestamp() + h.ttl_ms * interval '1 millisecond',
-     greatest(f.fencing_token, h.base) + 1,
+     h.base + 1,
      h.host, h.pid, array(select jsonb_array_elements_text(h.argv::jsonb)), h.started_at, clock_timestamp(), null
-    from hold h, (select fencing_token from @schema@.lease_token_floor limit 1) f -- its only row
+    from hold h
    where h.until <= clock_timestamp()
    order by h.job_key
   on conflict (job_key) do update
