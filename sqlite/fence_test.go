@@ -427,3 +427,41 @@ func openDeferred(t *testing.T, path string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// The store itself refuses a mark that goes down, whatever SQL writes it:
+// an UPDATE by hand, or an upsert without Fence's condition. Equal and
+// higher marks pass, and Fence still answers a stale token with EFENCED.
+func TestFenceMarkCannotGoDownByHand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	if err := db.Advance(ctx, "report", 7); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		"UPDATE fence SET token = 3 WHERE resource = 'report'",
+		"INSERT INTO fence (resource, token, updated_at) VALUES ('report', 6, 'now') ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
+	} {
+		_, err := db.SQL().ExecContext(ctx, sql)
+		if err == nil || !strings.Contains(err.Error(), "cannot go down") {
+			t.Errorf("%s: %v; want the store's refusal", sql, err)
+		}
+	}
+	if h := highWater(t, db, "report"); h != 7 {
+		t.Fatalf("mark after the refused writes = %d, want 7", h)
+	}
+	if err := db.Advance(ctx, "report", 6); baton.ErrorCode(err) != baton.EFENCED {
+		t.Fatalf("Advance with 6 below 7: %v, want EFENCED", err)
+	}
+	for _, sql := range []string{
+		"UPDATE fence SET updated_at = 'later' WHERE resource = 'report'",
+		"UPDATE fence SET token = 9 WHERE resource = 'report'",
+	} {
+		if _, err := db.SQL().ExecContext(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if h := highWater(t, db, "report"); h != 9 {
+		t.Fatalf("mark after the update to 9 = %d, want 9", h)
+	}
+}
