@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"mime"
+	"mime/quotedprintable"
 	nethttp "net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/scheduler"
@@ -129,17 +132,20 @@ func (c *NotifyCommand) Run(ctx context.Context, args []string) error {
 	return c.mail(ctx, env.Key, subject, body)
 }
 
-// notifyText is a notification's subject line and plain-text body.
+// notifyText is a notification's subject line and plain-text body, its
+// lines ended by LF. What it says comes from the job (its name, output,
+// reason), so control characters are shown escaped (visible): printing a
+// notification cannot drive the terminal or the reader that shows it.
 func notifyText(n scheduler.Notification) (subject, body string) {
 	what := string(n.Outcome)
 	if n.Kind == baton.NotifyRecovered {
 		what = "recovered"
 	}
-	subject = fmt.Sprintf("[baton] %s %s on %s (tick %s)", n.Job, what, n.Host, n.Tick)
+	subject = fmt.Sprintf("[baton] %s %s on %s (tick %s)", visible(n.Job, ""), visible(what, ""), visible(n.Host, ""), visible(n.Tick, ""))
 	var b strings.Builder
 	row := func(k, v string) {
 		if v != "" {
-			fmt.Fprintf(&b, "%-13s %s\n", k+":", v)
+			fmt.Fprintf(&b, "%-13s %s\n", k+":", visible(v, ""))
 		}
 	}
 	row("Job", n.Job)
@@ -159,18 +165,35 @@ func notifyText(n scheduler.Notification) (subject, body string) {
 	row("Reason", n.Reason)
 	row("Link", n.Link)
 	if n.OutputTail != "" {
+		// A line ends with LF, CRLF or a CR alone (a progress bar's).
+		out := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(n.OutputTail)
 		b.WriteString("\nOutput (the end):\n")
-		b.WriteString(n.OutputTail)
-		if !strings.HasSuffix(n.OutputTail, "\n") {
+		b.WriteString(visible(out, "\n\t"))
+		if !strings.HasSuffix(out, "\n") {
 			b.WriteString("\n")
 		}
 	}
-	return oneLine(subject), b.String()
+	return subject, b.String()
 }
 
-// oneLine keeps s to one line, for a header.
-func oneLine(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+// visible shows the control characters of s (C0, DEL and C1), except those
+// in keep, as Go writes them in a quoted string: \x1b, \x00, \a, \u009b.
+func visible(s, keep string) string {
+	hidden := func(r rune) bool { return unicode.IsControl(r) && !strings.ContainsRune(keep, r) }
+	i := strings.IndexFunc(s, hidden)
+	if i < 0 {
+		return s
+	}
+	b := []byte(s[:i])
+	for _, r := range s[i:] {
+		if hidden(r) {
+			q := strconv.QuoteRune(r)
+			b = append(b, q[1:len(q)-1]...)
+		} else {
+			b = utf8.AppendRune(b, r)
+		}
+	}
+	return string(b)
 }
 
 func (c *NotifyCommand) mail(ctx context.Context, key, subject, body string) error {
@@ -181,16 +204,21 @@ func (c *NotifyCommand) mail(ctx context.Context, key, subject, body string) err
 	}
 	sum := sha256.Sum256([]byte(key))
 	var msg bytes.Buffer
-	fmt.Fprintf(&msg, "To: %s\r\n", strings.Join(c.to, ", "))
-	fmt.Fprintf(&msg, "From: %s\r\n", from)
-	fmt.Fprintf(&msg, "Subject: %s\r\n", mime.QEncoding.Encode("utf-8", subject))
+	writeHeader(&msg, "To", strings.Split(strings.Join(c.to, ", "), " "))
+	writeHeader(&msg, "From", []string{from})
+	writeHeader(&msg, "Subject", unstructured(subject))
 	fmt.Fprintf(&msg, "Date: %s\r\n", time.Now().Format(time.RFC1123Z))
 	// The same notification delivered twice has one Message-ID, so mail
 	// clients show it once.
 	fmt.Fprintf(&msg, "Message-ID: <%s@baton>\r\n", hex.EncodeToString(sum[:16]))
-	msg.WriteString("Auto-Submitted: auto-generated\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n")
-	fmt.Fprintf(&msg, "X-Baton-Key: %s\r\n\r\n", oneLine(key))
-	msg.WriteString(strings.ReplaceAll(body, "\n", "\r\n"))
+	// Quoted-printable keeps the body's lines within 76 octets, whatever
+	// the output's, and its ends CRLF.
+	msg.WriteString("Auto-Submitted: auto-generated\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: quoted-printable\r\n")
+	writeHeader(&msg, "X-Baton-Key", unstructured(visible(key, "")))
+	msg.WriteString("\r\n")
+	qp := quotedprintable.NewWriter(&msg)
+	qp.Write([]byte(body))
+	qp.Close()
 	cmd := exec.CommandContext(ctx, c.sendmail[0], c.sendmail[1:]...)
 	cmd.Stdin = &msg
 	var stderr bytes.Buffer
@@ -211,7 +239,10 @@ func (c *NotifyCommand) slack(ctx context.Context, subject, body string) error {
 	if !strings.HasPrefix(url, "https://") && !strings.HasPrefix(url, "http://") {
 		return baton.Invalid("--url-file", "%s does not hold an http:// or https:// URL", c.urlFile)
 	}
-	msg, _ := json.Marshal(map[string]string{"text": "*" + subject + "*\n```\n" + body + "```"})
+	// Slack reads <…> as a mention or a link and & as an entity: the job's
+	// text is escaped (an output's <!channel> would ping the channel), then
+	// set in baton's bold subject and code block.
+	msg, _ := json.Marshal(map[string]string{"text": "*" + slackEscape.Replace(subject) + "*\n```\n" + slackEscape.Replace(body) + "```"})
 	req, err := nethttp.NewRequestWithContext(ctx, nethttp.MethodPost, url, bytes.NewReader(msg))
 	if err != nil {
 		return baton.Invalid("--url-file", "%s: %v", c.urlFile, err)
@@ -234,6 +265,79 @@ func (c *NotifyCommand) slack(ctx context.Context, subject, body string) error {
 	}
 	fmt.Fprintf(c.env.Stderr, "baton notify: the webhook in %s answered %s\n", c.urlFile, resp.Status)
 	return ExitError{Code: exitTempFail}
+}
+
+// slackEscape escapes the characters that Slack's message formatting
+// reads as control characters.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// headerWord bounds a word of a header field that baton writes as it is,
+// so that the field's name and its first word fit in a line of 78 octets;
+// encoded-words are no longer either.
+const headerWord = 62
+
+// writeHeader writes the header field name with its words, separated by
+// spaces, folded (RFC 5322, 2.2.3) before a word that would take the line
+// past 78 octets.
+func writeHeader(w *bytes.Buffer, name string, words []string) {
+	w.WriteString(name + ":")
+	line := len(name) + 1
+	for i, word := range words {
+		if i > 0 && line+1+len(word) > 78 {
+			w.WriteString("\r\n")
+			line = 0
+		}
+		w.WriteString(" " + word)
+		line += 1 + len(word)
+	}
+	w.WriteString("\r\n")
+}
+
+// unstructured is s as the words of an unstructured header field
+// (Subject): as they are when each is printable ASCII short enough to
+// fold, otherwise as RFC 2047 encoded-words, which a long word or a
+// non-ASCII one needs (a header is 7-bit and its lines at most 998
+// octets).
+func unstructured(s string) []string {
+	words := strings.Split(s, " ")
+	for _, w := range words {
+		if len(w) > headerWord || strings.Contains(w, "=?") || strings.IndexFunc(w, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return encodedWords(s)
+		}
+	}
+	return words
+}
+
+// encodedWords is s as RFC 2047 encoded-words of UTF-8 in the Q encoding,
+// as mime.QEncoding writes them, each of whole characters and at most
+// headerWord octets. Unlike mime.QEncoding.Encode, it encodes printable
+// ASCII too: a word too long to fold has to be cut.
+func encodedWords(s string) []string {
+	const start, end = "=?utf-8?q?", "?="
+	var words []string
+	var w, c []byte
+	for _, r := range s {
+		c = c[:0]
+		switch {
+		case r == ' ':
+			c = append(c, '_')
+		case r > ' ' && r <= '~' && r != '=' && r != '?' && r != '_':
+			c = append(c, byte(r))
+		default:
+			for _, b := range utf8.AppendRune(nil, r) {
+				c = fmt.Appendf(c, "=%02X", b)
+			}
+		}
+		if len(w) > 0 && len(start)+len(w)+len(c)+len(end) > headerWord {
+			words = append(words, start+string(w)+end)
+			w = w[:0]
+		}
+		w = append(w, c...)
+	}
+	if len(w) > 0 {
+		words = append(words, start+string(w)+end)
+	}
+	return words
 }
 
 // exitTempFail (EX_TEMPFAIL) asks an exec sink's relay to retry.
