@@ -91,6 +91,13 @@ func CheckDir(dir, scope string, create bool) Report {
 		r.Install = fmt.Sprintf("install -d -m 2770 -g %s %s", HostGroup, shellQuote(dir))
 	}
 
+	if target, ok, exists := linkTarget(dir); ok {
+		if !exists {
+			r.add(LevelError, "link", "%s is a symbolic link to %s, which does not exist, so baton run cannot create the lock directory: %s", dir, target, linkAdvice(target))
+			return r
+		}
+		r.add(LevelWarn, "link", "%s is a symbolic link to %s: baton run follows it, but whoever may change the link moves every job's lock files, and with them their fencing tokens, and baton setup local refuses it: %s", dir, target, linkAdvice(target))
+	}
 	var st unix.Stat_t
 	err := unix.Stat(dir, &st)
 	switch {
@@ -454,6 +461,32 @@ func existingAncestor(dir string) string {
 		}
 		dir = parent
 	}
+}
+
+// linkTarget says whether dir itself (not one of its parents) is a
+// symbolic link, where it leads (with no link left in it, or as the link
+// says, made absolute, when that does not exist) and whether that exists.
+func linkTarget(dir string) (target string, isLink, exists bool) {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		return "", false, false
+	}
+	if real, err := evalSymlinks(dir); err == nil {
+		return real, true, true
+	}
+	target, err := os.Readlink(dir)
+	if err != nil {
+		return "?", true, false
+	}
+	if !path.IsAbs(target) {
+		target = path.Join(path.Dir(dir), target)
+	}
+	return target, true, false
+}
+
+// linkAdvice is what to do about a lock directory named by a link to target.
+func linkAdvice(target string) string {
+	return "name the directory itself (--lock-dir " + shellQuote(target) + ", or BATON_LOCK_DIR), or replace the link with a directory"
 }
 
 // resolve returns dir with the symbolic links of its existing part resolved.

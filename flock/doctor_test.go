@@ -466,3 +466,36 @@ func TestDoctorBadScope(t *testing.T) {
 	r := CheckDir(t.TempDir(), "galaxy", true)
 	want(t, r, "scope", LevelError, "galaxy")
 }
+
+// A lock directory named by a symbolic link is flagged: baton run follows
+// it, but whoever may change the link moves every lock file, and baton
+// setup local refuses it. The rest is checked on the target.
+func TestDoctorLinkedDir(t *testing.T) {
+	base := t.TempDir()
+	target := filepath.Join(base, "real")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, target, 0o2770)
+	stub(t, &lookupGroup, groupOf(t, target))
+	link := filepath.Join(base, "locks")
+	if err := os.Symlink("real", link); err != nil {
+		t.Fatal(err)
+	}
+	r := CheckDir(link, ScopeHost, false)
+	want(t, r, "link", LevelWarn, link+" is a symbolic link to "+target, "--lock-dir "+target)
+	want(t, r, "mode", LevelOK, "2770")
+	if r.Dir != link {
+		t.Errorf("report of %s, want the path as named, %s", r.Dir, link)
+	}
+
+	dangling := filepath.Join(base, "gone")
+	if err := os.Symlink(filepath.Join(base, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	r = CheckDir(dangling, ScopeHost, true)
+	want(t, r, "link", LevelError, dangling+" is a symbolic link to "+filepath.Join(base, "nowhere")+", which does not exist")
+	if len(r.Findings) != 1 {
+		t.Errorf("checks went on past a dangling link:\n%s", dump(r))
+	}
+}

@@ -86,7 +86,33 @@ type SetupStep struct {
 // nothing. With dryRun it changes nothing and reports the steps it would
 // take (Done false). Host scope's group is HostGroup; group is a parameter
 // for tests.
+//
+// It checks all of its input before it changes anything: dir must be a
+// directory or not exist, and never a symbolic link (whose target it would
+// change while naming only the link), and every user must exist; a
+// refusal (EINVALID, field lock-dir or --user) leaves the host as it was.
 func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, error) {
+	if target, isLink, _ := linkTarget(dir); isLink {
+		return nil, baton.Invalid("lock-dir", "%s is a symbolic link to %s; baton setup local sets up the directory it is named, never a link's target: %s", dir, target, linkAdvice(target))
+	}
+	var st unix.Stat_t
+	statErr := unix.Lstat(dir, &st)
+	switch {
+	case errors.Is(statErr, unix.ENOENT):
+	case statErr != nil:
+		return nil, baton.Wrap(baton.EUNAVAILABLE, statErr, "%s", dir)
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return nil, baton.Invalid("lock-dir", "%s is a %s, not a directory: move it away, or choose another --lock-dir", dir, fileKind(st.Mode))
+	}
+	accountsOf := make([]*User, len(users))
+	for i, name := range users {
+		u, err := accounts.LookupUser(name)
+		if err != nil {
+			return nil, baton.Invalid("--user", "no user %q: %v", name, err)
+		}
+		accountsOf[i] = u
+	}
+
 	var steps []SetupStep
 	do := func(step string, f func() error) error {
 		if dryRun {
@@ -123,9 +149,8 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 		}
 		return strconv.Atoi(g.Gid)
 	}
-	var st unix.Stat_t
-	switch err := unix.Stat(dir, &st); {
-	case errors.Is(err, unix.ENOENT):
+	switch {
+	case errors.Is(statErr, unix.ENOENT):
 		err := do("install -d -m 2770 -g "+group+" "+shellQuote(dir), func() error {
 			if err := os.MkdirAll(path.Dir(dir), 0o755); err != nil {
 				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", path.Dir(dir))
@@ -138,8 +163,6 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 		if err != nil {
 			return steps, err
 		}
-	case err != nil:
-		return steps, baton.Wrap(baton.EUNAVAILABLE, err, "%s", dir)
 	default:
 		want, err := gid()
 		if (err != nil && dryRun) || (err == nil && int(st.Gid) != want) || st.Mode&0o7777 != 0o2770 {
@@ -149,11 +172,8 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 			}
 		}
 	}
-	for _, name := range users {
-		u, err := accounts.LookupUser(name)
-		if err != nil {
-			return steps, baton.Invalid("--user", "no user %q: %v", name, err)
-		}
+	for i, name := range users {
+		u := accountsOf[i]
 		if g, err := accounts.LookupGroup(group); err == nil {
 			if ids, err := accounts.GroupIDs(u); err == nil && slices.Contains(ids, g.Gid) {
 				continue
@@ -167,14 +187,21 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 }
 
 // ownAndMode gives dir to root and the group, mode 2770. chmod comes after
-// chown, which clears the setgid bit.
+// chown, which clears the setgid bit. Through a descriptor opened without
+// following a link: a directory swapped for a link since it was checked is
+// refused (ELOOP), not followed.
 func ownAndMode(dir string, gid func() (int, error)) error {
 	g, err := gid()
 	if err == nil {
-		err = os.Chown(dir, 0, g)
-	}
-	if err == nil {
-		err = os.Chmod(dir, 0o770|os.ModeSetgid)
+		var fd int
+		fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err == nil {
+			err = unix.Fchown(fd, 0, g)
+			if err == nil {
+				err = unix.Fchmod(fd, 0o2770)
+			}
+			unix.Close(fd)
+		}
 	}
 	if err != nil {
 		return baton.Wrap(baton.EUNAVAILABLE, err, "setting the group and mode of %s", dir)

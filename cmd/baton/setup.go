@@ -30,8 +30,13 @@ steps still missing are taken: running it again changes nothing. A user
 added to the group gets it from their next login. baton run and baton doctor
 local name this command when a user cannot lock in the directory.
 
-Exit status: 0 set up (or nothing to do); 64 usage error (an unknown user);
-69 not root, or a step failed (the message names it).
+All input is checked before anything changes: an unknown user, or a DIR
+that is a symbolic link (its target is not what was named: name the target)
+or not a directory, is refused with nothing done.
+
+Exit status: 0 set up (or nothing to do); 64 usage error (an unknown user,
+a DIR that is a link or not a directory); 69 not root, or a step failed (the
+message names it).
 `
 
 // SetupCommand is `baton setup local`.
@@ -65,14 +70,17 @@ func (c *SetupCommand) Run(ctx context.Context, args []string) error {
 	case len(pos) > 1:
 		return baton.Invalid("arguments", "unexpected %q after local", pos[1:])
 	}
-	dir := *lockDir
+	dir, field := *lockDir, "--lock-dir"
 	if dir == "" {
-		dir = c.env.Getenv("BATON_LOCK_DIR")
+		dir, field = c.env.Getenv("BATON_LOCK_DIR"), "BATON_LOCK_DIR"
 	}
 	if dir == "" {
-		dir = flock.HostDir
+		dir, field = flock.HostDir, "--lock-dir"
 	}
 	steps, err := flock.SetupHost(dir, flock.HostGroup, users, *dryRun)
+	if e, ok := err.(*baton.Error); ok && e.Field == "lock-dir" {
+		e.Field = field // where the directory was named
+	}
 	if err != nil {
 		return err
 	}
