@@ -79,6 +79,10 @@ type Daemon struct {
 
 	afterTick func(baton.Tick) // a test's hook: called after each handled claim
 
+	// renewed is when the heartbeat that last renewed this daemon's claims
+	// was sent (see claimsHeld).
+	renewed atomic.Pointer[time.Time]
+
 	// share is this daemon's part of the due jobs, from the live daemons
 	// the heartbeat last saw (seeFleet); nil: every due job.
 	share atomic.Pointer[share]
@@ -472,6 +476,13 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 		d.observer().TicksSkipped(job, SkipOvertaken, n)
 	}
 	for _, c := range open {
+		if d.handling(c.Tick) {
+			// Its own claim, lapsed (the daemon was frozen or cut off) and
+			// taken again: the tick is still in hand here, and its
+			// handling, not a takeover, decides it. The heartbeat renews the
+			// claim again from now on.
+			continue
+		}
 		d.start(ctx, c)
 	}
 	if err != nil {
@@ -550,10 +561,18 @@ func (d *Daemon) start(ctx context.Context, claims ...Claim) {
 }
 
 // heldTick is a claimed tick this daemon works on, and in how many
-// goroutines (two, when it took over its own lapsed claim).
+// goroutines (a claim's ticks are handled once each; n counts the starts
+// that name it).
 type heldTick struct {
 	tick baton.Tick
 	n    int
+}
+
+// handling says this daemon works on tick t.
+func (d *Daemon) handling(t baton.Tick) bool {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	return d.held[t.IdempotencyKey()] != nil
 }
 
 // heldTicks are the claimed ticks this daemon works on.
@@ -565,6 +584,14 @@ func (d *Daemon) heldTicks() []baton.Tick {
 		ticks = append(ticks, h.tick)
 	}
 	return ticks
+}
+
+// claimsHeld says this daemon's claims are still its own: the last
+// heartbeat that renewed them was sent less than a claim TTL ago (on this
+// process's monotonic clock), or none has been due yet.
+func (d *Daemon) claimsHeld() bool {
+	p := d.renewed.Load()
+	return p == nil || time.Since(*p) < d.ClaimTTL
 }
 
 // heartbeat renews this daemon's claims, refreshes its registration,
@@ -583,8 +610,10 @@ func (d *Daemon) heartbeat(ctx context.Context, stop <-chan struct{}, done chan<
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, every)
+		sent := time.Now()
 		err := d.Store.RenewHeld(hctx, d.ID, d.ClaimTTL, d.heldTicks())
 		if err == nil {
+			d.renewed.Store(&sent)
 			// The versions of a large file are sent only when they change
 			// (Load); a heartbeat updates the time, and registers again only
 			// if the row is gone.

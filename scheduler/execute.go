@@ -142,25 +142,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
-		// Released right after the outcome is written, even when lost: a
-		// replaced term is still held until released (a flock lease never
-		// expires while its holder lives), and releasing a term that is
-		// gone is harmless. Never while a process of the run lives (its
-		// guard died and they outlived it).
-		call := finishCall{tick: c.Tick, runID: term.Owner, ending: ending}
-		if len(survivors) == 0 {
-			call.release = term
-		}
-		f := d.finishes.call(call)
-		ok, err = f.ok, f.err
-		if err != nil {
-			log.Error("cannot record the outcome; another daemon retries the tick once this daemon's claim lapses", "err", err, "outcome", ending.Outcome)
-		} else if !ok {
-			log.Warn("the tick was taken over while it ran; its outcome is the other daemon's", "outcome", ending.Outcome)
-		}
-		if f.releaseErr != nil && baton.ErrorCode(f.releaseErr) != baton.ELEASELOST {
-			log.Warn("cannot release the lease; it expires by itself", "lease", term.Job, "token", term.Token, "err", f.releaseErr)
-		}
+		ok, err = d.record(ctx, c.Tick, term, ending, len(survivors) == 0, log)
 		if ending.RetryAfter == 0 || err != nil || !ok {
 			return
 		}

@@ -46,6 +46,7 @@ package supervise
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/spawn"
@@ -405,7 +407,19 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 
 	var lost error
 	timedOut, stopped := false, false
-	for lost == nil && !timedOut && !stopped {
+	for {
+		if lost != nil || timedOut || stopped {
+			// A guard that has already exited ended by itself, before this
+			// process decided to stop it: the command's exit is the run's
+			// ending. A supervisor frozen after the exit, and thawed past its
+			// trust window, finds its timers and the exit ready at once; the
+			// exit came first. (Had the guard stopped the tree for the trust
+			// window, its report says so.)
+			if !guardExited(guard, exited) {
+				break
+			}
+			lost, timedOut, stopped = nil, false, false
+		}
 		select {
 		case <-exited:
 			r := <-report
@@ -478,6 +492,26 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		res.ReleaseErr = s.release(term)
 	}
 	return res, ""
+}
+
+// guardExited says the guard, pid, has exited: its waiter saw it (exited is
+// closed), or it is a zombie not yet reaped (waitid WNOWAIT leaves it to
+// that waiter).
+func guardExited(pid int, exited <-chan struct{}) bool {
+	select {
+	case <-exited:
+		return true
+	default:
+	}
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err == unix.ECHILD {
+		return true // reaped by its waiter since
+	}
+	// si_pid, after si_signo, si_errno, si_code and padding: zero when no
+	// child has changed state (WNOHANG).
+	raw := (*[unsafe.Sizeof(info)]byte)(unsafe.Pointer(&info))
+	return err == nil && binary.NativeEndian.Uint32(raw[16:20]) != 0
 }
 
 // keepRenewing renews term every third of its TTL until the returned stop
