@@ -233,13 +233,15 @@ func (d *Daemon) acquireBatch(ctx context.Context, reqs []baton.AcquireRequest) 
 }
 
 // finishBatch records a batch of outcomes, then releases the terms that
-// the calls give back, in one statement when the Leaser can.
+// the calls give back, in one statement when the Leaser can: only those
+// whose outcome the store took (a call that failed keeps its term until
+// its outcome is written, see record).
 func (d *Daemon) finishBatch(ctx context.Context, calls []finishCall) []finishAnswer {
 	out := d.Store.finishBatch(ctx, calls)
 	var terms []*baton.Term
 	var idx []int
 	for i, c := range calls {
-		if c.release != nil {
+		if c.release != nil && out[i].err == nil {
 			terms, idx = append(terms, c.release), append(idx, i)
 		}
 	}
