@@ -33,13 +33,14 @@ func LocalDir(scopeFlag, lockDirFlag string, getenv func(string) string) (dir, s
 
 // Environ is the environment a job's command starts from: environ (baton's
 // own) with BATON_DB set to dsn (the store in use, its password already
-// removed unless withPassword; unset for the local store), and without
-// PGPASSWORD and PGSSLPASSWORD unless withPassword.
+// removed unless withPassword; unset for the local store), without
+// PGPASSWORD and PGSSLPASSWORD unless withPassword, and never with a secret
+// of baton's own configuration (Withheld).
 func Environ(environ []string, dsn string, withPassword bool) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if name == "BATON_DB" || !withPassword && (name == "PGPASSWORD" || name == "PGSSLPASSWORD") {
+		if name == "BATON_DB" || Withheld(name) || !withPassword && (name == "PGPASSWORD" || name == "PGSSLPASSWORD") {
 			continue
 		}
 		out = append(out, kv)
@@ -48,6 +49,39 @@ func Environ(environ []string, dsn string, withPassword bool) []string {
 		out = append(out, "BATON_DB="+dsn)
 	}
 	return out
+}
+
+// withheldVariables are the variables of baton's own configuration that
+// hold a secret, or may, and whose names do not say so.
+var withheldVariables = []string{
+	"BATON_RELAY_SINK", // the relay's sink (packaging's baton.env): a URL that may hold credentials
+}
+
+// secretWords in a BATON_ variable's name mark it a secret; jobVariables
+// are the ones with such a name that a job is meant to have.
+var (
+	secretWords  = []string{"SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CRED", "TOKEN", "KEY", "DSN", "DATABASE_URL", "PRIVATE"}
+	jobVariables = []string{
+		"BATON_FENCING_TOKEN", "BATON_IDEMPOTENCY_KEY", "BATON_EVENT_KEY", // baton sets them for a run
+		"BATON_FENCE_KEY", // the writers' key, for baton http in the job (docs/HTTP.md)
+	}
+)
+
+// Withheld says whether the variable name of baton's environment is a
+// secret of baton's own configuration, which no job inherits: a BATON_
+// variable whose name says so (…SECRET, …PASSWORD, …CREDS, …TOKEN, …KEY,
+// …DSN, …DATABASE_URL), unless it is one that baton means for the job,
+// and a few named ones (docs/SECURITY.md). A rule by name, so that a new
+// setting holding a secret is withheld before anyone lists it. BATON_DB is
+// not: Environ passes it without its password.
+func Withheld(name string) bool {
+	if !strings.HasPrefix(name, "BATON_") || slices.Contains(jobVariables, name) {
+		return false
+	}
+	if slices.Contains(withheldVariables, name) {
+		return true
+	}
+	return slices.ContainsFunc(secretWords, func(w string) bool { return strings.Contains(name, w) })
 }
 
 // localFlags are the store flags of `baton run` as the early path parses
