@@ -182,7 +182,7 @@ func (db *DB) apply(ctx context.Context, fs []migration.File, full bool) (Report
 		return report, err
 	}
 	report.Version, report.CompatibleDownTo = after.Version, after.CompatibleDownTo
-	return report, nil
+	return report, db.checkFunctions(ctx)
 }
 
 // repeat applies the repeatable steps that are due and then records the
@@ -351,11 +351,13 @@ func KnownVersion() int {
 	return migration.Known(fs)
 }
 
-// migrateIfBehind costs two queries when the schema is current, which is
-// the price of "migrations apply automatically on first use" (and of the
-// version gate). A schema that this binary must not use is refused, unless
-// readOnly: a reader may read a newer schema, or one built from other
-// text, as it is (nothing is migrated then).
+// migrateIfBehind costs two round trips when the schema is current, which
+// is the price of "migrations apply automatically on first use" (and of the
+// version gate, and of the check of baton's functions, whose query goes in
+// the second, beside the repeatable steps'). A schema that this binary
+// must not use is refused, unless readOnly: a reader may read a newer
+// schema, one built from other text, or one whose functions of baton's
+// were changed, as it is (nothing is migrated then).
 func (db *DB) migrateIfBehind(ctx context.Context, readOnly bool) (Report, error) {
 	fs, err := files()
 	if err != nil {
@@ -375,28 +377,81 @@ func (db *DB) migrateIfBehind(ctx context.Context, readOnly bool) (Report, error
 		if plan.NewerThanKnown() {
 			return migration.NewReport(plan), nil
 		}
-		steps, err := migration.LoadRepeatables(sqlFiles, "sql/repeatable")
-		if err != nil {
+		st := schemaState{files: fs, plan: plan}
+		if st.steps, err = migration.LoadRepeatables(sqlFiles, "sql/repeatable"); err != nil {
 			return Report{}, baton.Wrap(baton.EINTERNAL, err, "reading embedded repeatable steps")
 		}
-		recorded, err := db.repeatables(ctx, db.pool)
+		var live map[string]fingerprint
+		st.repeatable, live, err = db.repeatablesAndFunctions(ctx)
 		switch pgCode(err) {
 		case "42P01":
-			recorded, err = map[string]string{}, nil
+			st.repeatable, err = map[string]string{}, nil
 		case "42501":
 			// A role that may not read the table (granted its tables
 			// before the table was made) could not apply a step either;
 			// the checksums are current, so an owner's migration ran.
-			return migration.NewReport(plan), nil
+			// Which steps it applied is unknown: their functions are
+			// left alone (functionsOf).
+			st.repeatable, err = nil, nil
 		}
 		if err != nil {
-			return Report{}, db.translate(err, "reading the schema's repeatable steps")
+			return Report{}, db.translate(err, "reading the schema's repeatable steps and functions")
 		}
-		if !slices.ContainsFunc(steps, func(s migration.Repeatable) bool { return s.Due(recorded[s.Name]) }) {
+		if st.repeatable == nil || !slices.ContainsFunc(st.steps, func(s migration.Repeatable) bool { return s.Due(st.repeatable[s.Name]) }) {
+			if !readOnly {
+				fns, err := shippedFunctions()
+				if err != nil {
+					return Report{}, err
+				}
+				if want, _, ok := st.functionsOf(fns); ok {
+					if problems := compareFunctions(want, live); len(problems) > 0 {
+						return Report{}, db.refuse(functionsRefusal(db.schema, problems))
+					}
+				}
+			}
 			return migration.NewReport(plan), nil
 		}
 	}
-	return db.apply(ctx, fs, true)
+	r, err := db.apply(ctx, fs, true)
+	if readOnly && isRefusal(err) {
+		return r, nil
+	}
+	return r, err
+}
+
+// repeatablesAndFunctions is repeatables and the fingerprints of baton's
+// functions in the schema, read in one round trip: the functions first,
+// from the catalog, which any role may read, so that they are read even
+// when the table of repeatable steps is missing or not the role's to read
+// (its error is returned, with the functions).
+func (db *DB) repeatablesAndFunctions(ctx context.Context) (map[string]string, map[string]fingerprint, error) {
+	fns, err := shippedFunctions()
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(functionsSQL(), db.schema, functionNames(fns))
+	b.Queue(db.sub("select name, checksum from @schema@.schema_repeatables"))
+	br := db.pool.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	live, _, err := collectFingerprints(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, live, err
+	}
+	recorded := map[string]string{}
+	var name, sum string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &sum}, func() error { recorded[name] = sum; return nil }); err != nil {
+		return nil, live, err
+	}
+	return recorded, live, br.Close()
 }
 
 // refuse is the error for a schema this binary must not use: unavailable

@@ -32,7 +32,7 @@ status, outbox, ...); run this to have schema changes happen at a time of
 your choosing, or with a more privileged role. Each step applied is logged
 on stderr at INFO; stdout says what was done and the version reached.
 
-Every command that opens the store checks, as this one does:
+Every command that opens the store to write checks, as this one does:
 
   - a schema newer than this baton (it has migrations this baton does not
     know) is refused, exit 69, naming both versions, unless the schema
@@ -46,6 +46,21 @@ Every command that opens the store checks, as this one does:
     before it was edited (0006_outbox changed after it shipped), are
     repaired instead: repeatable steps redefine the functions they define
     with today's bodies, then the file's checksum is recorded.
+  - PostgreSQL: every function of baton's in the schema (trigger functions
+    too) is as this baton's migrations define it: its body, arguments,
+    result, language, volatility, security and settings. One changed by
+    hand (create or replace function, alter function) or missing is
+    refused, exit 69, naming it, unless --repair. Functions that no
+    migration of baton's defines (your own in the schema) are not looked
+    at; nor is any function when the schema is newer than this baton.
+
+--repair (PostgreSQL) first restores the functions of baton's that differ
+from this baton's, or are missing, by running again the statement of the
+migration (or repeatable step) that defines each, in one transaction, then
+migrates as usual; it says which it restored. Nothing else is changed:
+tables, rows and your own functions stay as they are.
+
+  baton migrate --repair --db postgres://owner@db/app
 
 docs/UPGRADE.md describes migrations, the version gate and upgrades.
 
@@ -72,8 +87,8 @@ that issues tokens warns on stderr while the schema sits on another cluster
 than the one its epoch was set on, until this is run.
 
 Exit status: 0 up to date; 64 usage error; 69 store unavailable, or a schema
-this baton must not use (newer, or built from other migration files);
-70 internal error.
+this baton must not use (newer, built from other migration files, or with
+functions of baton's changed by hand); 70 internal error.
 `
 
 // MigrateCommand is `baton migrate`.
@@ -84,16 +99,18 @@ type MigrateCommand struct {
 	fence    bool
 	newEpoch bool
 	epoch    int64
+	repair   bool
 }
 
 // Run applies the migrations.
 func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("migrate", c.env.Stdout, migrateHelp)
 	c.store.register(fs)
-	fs.BoolVar(&c.json, "json", false, "print JSON: {\"store\": {…}, \"database\": \"…\" (local), \"applied\": […], \"repeated\": […], \"verified\": […], \"version\": N, \"known\": N, \"newer\": […], \"compatible_down_to\": N}")
+	fs.BoolVar(&c.json, "json", false, "print JSON: {\"store\": {…}, \"database\": \"…\" (local), \"restored\": […] (--repair), \"applied\": […], \"repeated\": […], \"verified\": […], \"version\": N, \"known\": N, \"newer\": […], \"compatible_down_to\": N}")
 	fs.BoolVar(&c.fence, "fence-only", false, "install only the high-water-mark fence (PostgreSQL), in a database that holds results")
 	fs.BoolVar(&c.newEpoch, "new-epoch", false, "after a restore or a move to another cluster: start a new token epoch, above every token the schema holds (PostgreSQL)")
 	fs.Int64Var(&c.epoch, "epoch", 0, "with --new-epoch: the new epoch is at least this")
+	fs.BoolVar(&c.repair, "repair", false, "first restore the functions of baton's in the schema that were changed by hand or dropped, from this baton's migrations (PostgreSQL)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -117,6 +134,9 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if c.newEpoch && (st.db == nil || c.fence) {
 		return baton.Invalid("--new-epoch", "needs a PostgreSQL database (--db or BATON_DB) and a full migration (not --fence-only): the local store has no failover")
 	}
+	if c.repair && st.db == nil {
+		return baton.Invalid("--repair", "needs a PostgreSQL database (--db or BATON_DB): the local store has no functions")
+	}
 	if c.epoch != 0 && !c.newEpoch {
 		return baton.Invalid("--epoch", "only goes with --new-epoch")
 	}
@@ -126,11 +146,18 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	out := struct {
 		Store    baton.StoreInfo `json:"store"`
 		Database string          `json:"database,omitempty"` // the local store's baton.db
+		Restored []string        `json:"restored,omitempty"` // with --repair: the functions restored
 		postgres.Report
 		Epoch       *postgres.Epoch `json:"epoch,omitempty"`        // PostgreSQL, after a full migration
 		EpochBefore *postgres.Epoch `json:"epoch_before,omitempty"` // with --new-epoch
 		Warning     string          `json:"warning,omitempty"`
 	}{Store: st.leaser.Info()}
+	if c.repair {
+		if out.Restored, err = st.db.RepairFunctions(ctx); err != nil {
+			return err
+		}
+		out.Restored = append([]string{}, out.Restored...)
+	}
 	switch {
 	case c.fence:
 		applied, err := st.db.MigrateFence(ctx)
@@ -166,6 +193,12 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 		return printJSON(c.env.Stdout, out)
 	}
 	w := c.env.Stdout
+	for _, name := range out.Restored {
+		fmt.Fprintf(w, "restored %s as this baton defines it\n", name)
+	}
+	if c.repair && len(out.Restored) == 0 {
+		fmt.Fprintf(w, "every function of baton's is as this baton defines it: nothing to restore\n")
+	}
 	for _, name := range out.Applied {
 		fmt.Fprintf(w, "applied %s\n", name)
 	}
