@@ -114,7 +114,10 @@ type ConnReport struct {
 	// Replication is the server's place in replication: primary or
 	// standby, its standbys, and what a failover would cost.
 	Replication *ConnReplication `json:"replication"`
-	Findings    []ConnFinding    `json:"findings"`
+	// Functions compares the functions of baton's in Schema with this
+	// baton's; null when they could not be read.
+	Functions *ConnFunctions `json:"functions"`
+	Findings  []ConnFinding  `json:"findings"`
 }
 
 // ConnServer says what the doctor connected to, and as whom.
@@ -390,6 +393,9 @@ type ConnOptions struct {
 	StateFile string
 	// Plan is the fleet to compare with the budget.
 	Plan []PlannedService
+	// Schema holds baton's tables, whose functions are compared with this
+	// baton's; DefaultSchema when empty.
+	Schema string
 }
 
 // Defaults of ConnOptions, documented in baton doctor --help.
@@ -418,6 +424,9 @@ func (o *ConnOptions) validate() error {
 		if _, err := pgx.ParseConfig(d.dsn); err != nil {
 			return baton.Invalid(d.field, "%s", redactErr(err, d.dsn))
 		}
+	}
+	if o.Schema != "" && (!validSchema(o.Schema) || systemSchema(o.Schema)) {
+		return baton.Invalid("--schema", "%q is not a schema of baton's: want a plain lower-case identifier (a-z, 0-9, _; at most 63), not pg_* or information_schema", o.Schema)
 	}
 	if o.Application == "" {
 		o.Application = "baton/doctor"
@@ -713,6 +722,7 @@ func (d *doctor) examine(ctx context.Context) {
 		{"pins", d.readPins},
 		{"sessions", d.readSessions},
 		{"replication", d.readReplication},
+		{"functions", d.readFunctions},
 	}
 	for _, s := range steps {
 		qctx, cancel := context.WithTimeout(ctx, d.opt.QueryTimeout)

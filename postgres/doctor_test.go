@@ -701,7 +701,7 @@ func TestDoctorPlan(t *testing.T) {
 // key is present, whether or not the doctor could connect.
 func TestDoctorJSONKeys(t *testing.T) {
 	t.Parallel()
-	want := []string{"budget", "checked_at", "connect_failures", "findings", "holders", "level", "pins", "plan", "replication", "server", "sessions", "thresholds", "timeouts", "verdict"}
+	want := []string{"budget", "checked_at", "connect_failures", "findings", "functions", "holders", "level", "pins", "plan", "replication", "server", "sessions", "thresholds", "timeouts", "verdict"}
 	keys := func(v any) []string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -732,6 +732,7 @@ func TestDoctorJSONKeys(t *testing.T) {
 		"pins":    {r.Pins, []string{"advisory_locks", "hidden", "idle_in_transaction", "long_transactions"}},
 		"replication": {r.Replication, []string{"hidden", "loss_seconds", "lsn", "meaning", "mode", "receive_lsn", "role", "standbys",
 			"synchronous_commit", "synchronous_standby_names", "timeline", "upstream"}},
+		"functions": {r.Functions, []string{"checked", "differ", "schema", "version"}},
 	} {
 		if got := keys(c.v); !slices.Equal(got, c.want) {
 			t.Errorf("%s keys %v, want %v", name, got, c.want)

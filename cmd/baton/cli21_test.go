@@ -316,7 +316,7 @@ func TestHelpReadsAsOne(t *testing.T) {
 		}
 	}
 	doctor := s.run(t, "doctor", "--help").stdout
-	for _, unused := range []string{"--schema", "--db-max-conns", "--db-wait", "--verbose"} {
+	for _, unused := range []string{"--db-max-conns", "--db-wait", "--verbose"} {
 		if strings.Contains(doctor, "\n  "+unused+" ") || strings.Contains(doctor, "\n  "+unused+"\n") {
 			t.Errorf("baton doctor --help lists %s, which doctor does not use", unused)
 		}

@@ -32,8 +32,9 @@ and a message that says what to do.
 Subjects:
   local   the lock directory that baton run would use with the same flags
           and environment (--lock-dir, --scope, $BATON_LOCK_DIR, $BATON_SCOPE)
-  pg      a PostgreSQL server's connection slots and replication: baton
-          doctor pg [--db URL] [--json]; the server of --db, else $BATON_DB
+  pg      a PostgreSQL server's connection slots and replication, and
+          baton's functions in its schema: baton doctor pg [--db URL]
+          [--schema NAME] [--json]; the server of --db, else $BATON_DB
 
 Checks of doctor local:
   exists             the directory exists; if not, whether baton run would
@@ -137,6 +138,14 @@ WARNING, CRITICAL or UNKNOWN and why, then these sections:
              acquired is lost in a failover to it; on a standby, baton cannot
              write: give it every host with target_session_attrs=read-write.
              Without pg_read_all_stats the standbys' state and lag are hidden.
+  functions  the functions of baton's in --schema (default $BATON_SCHEMA,
+             else baton), trigger functions too, compared with this baton's
+             definitions, as every command that opens the store to write
+             compares them: body, arguments, result, language, volatility,
+             security and settings. One changed by hand or missing is named,
+             with the migration that defines it; the fix is baton migrate
+             --repair. Your own functions in the schema are not looked at;
+             nor is any when the schema is newer than this baton.
   plan       with --plan (or --instances and --pool-max), the connections a
              fleet opens at full pool size (instances x pool maximum, summed
              over services) against the usable slots, and the headroom left.
@@ -156,7 +165,8 @@ warning beats unknown):
              server's message, and --reserved-db is tried once);
              synchronous_standby_names set, synchronous_commit waiting, and
              no synchronous standby connected: every commit, and with it
-             every acquisition, waits
+             every acquisition, waits; a function of baton's changed by hand
+             or missing (baton refuses to run on the schema, exit 69)
   warning    in use >= --warn percent of usable slots; a role or database
              at >= --warn percent of its limit; a planned fleet at --warn
              percent or more; a session idle in a transaction for --idle-tx or more;
@@ -177,7 +187,9 @@ warning beats unknown):
              idle_in_transaction_session_timeout = 0 on the server (nothing
              ends an idle transaction's pin: when a pin is also found, its
              warning says so); session counters that moved since --state;
-             no standby, or asynchronous standbys (what a failover loses)
+             no standby, or asynchronous standbys (what a failover loses);
+             functions not compared (a schema newer than this baton, or a
+             role that may not read its record)
 
 Exit status of doctor pg, monitoring-style (as Nagios plugins), unlike
 baton's other commands: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN (cannot
@@ -185,8 +197,8 @@ connect, and no --reserved-db that can); 64 usage error.
 
 --json prints the same facts as one object with the keys level, verdict,
 checked_at, server, connect_failures, thresholds, budget, holders, pins,
-timeouts, sessions, plan, replication and findings; docs/DOCTOR.md describes
-each.
+timeouts, sessions, plan, replication, functions and findings;
+docs/DOCTOR.md describes each.
 `
 
 // DoctorCommand is `baton doctor SUBJECT`.
@@ -210,9 +222,10 @@ var doctorSubjects = []struct {
 // Run checks the subject named by the first argument.
 func (c *DoctorCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("doctor", c.env.Stdout, doctorHelp)
-	// doctor pg makes one plain connection: no pool, no schema, no
-	// waiting; doctor local reads --lock-dir and --scope.
-	c.store.register(fs, "schema", "db-max-conns", "db-wait", "verbose")
+	// doctor pg makes one plain connection: no pool, no waiting; doctor
+	// local reads --lock-dir and --scope.
+	c.store.register(fs, "db-max-conns", "db-wait", "verbose")
+	fs.Lookup("schema").Usage = "doctor pg: the schema `NAME` whose functions of baton's to compare with this baton's (default $BATON_SCHEMA, else " + postgres.DefaultSchema + ")"
 	fs.Lookup("db").Usage = "doctor pg: the PostgreSQL server to check, by a `URL` to connect with (postgres://… or host=… dbname=…); default $BATON_DB. doctor local: only says that baton run would use PostgreSQL instead"
 	fs.Lookup("lock-dir").Usage = "doctor local: the lock directory `DIR` to check, as baton run would use it (default $BATON_LOCK_DIR, else " + flock.HostDir + " for host scope, $XDG_STATE_HOME/baton/locks for user scope)"
 	fs.Lookup("scope").Usage = "doctor local: the `SCOPE` whose lock directory to check: host or user (default $BATON_SCOPE, else host)"
@@ -378,7 +391,7 @@ func (v intsValue) Set(s string) error {
 
 // options turns the flags into the doctor's options, or a usage error
 // naming the flag.
-func (f *pgFlags) options(dsn string) (postgres.ConnOptions, error) {
+func (f *pgFlags) options(dsn, schema string) (postgres.ConnOptions, error) {
 	var o postgres.ConnOptions
 	switch {
 	case dsn == "":
@@ -416,14 +429,14 @@ func (f *pgFlags) options(dsn string) (postgres.ConnOptions, error) {
 	return postgres.ConnOptions{
 		DSN: dsn, ReservedDSN: f.reservedDB, Application: "baton/doctor/" + host,
 		ConnectTimeout: f.connectTimeout, WarnPercent: f.warn, CritPercent: f.crit,
-		IdleTx: f.idleTx, LongTx: f.longTx, PoolIdle: poolIdle, StateFile: f.state, Plan: plan,
+		IdleTx: f.idleTx, LongTx: f.longTx, PoolIdle: poolIdle, StateFile: f.state, Plan: plan, Schema: schema,
 	}, nil
 }
 
 // pg checks a PostgreSQL server's connection slots. Its exit status is the
 // report's level, monitoring-style.
 func (c *DoctorCommand) pg(ctx context.Context) error {
-	opt, err := c.pgOpt.options(cmp.Or(c.store.db, c.env.Getenv("BATON_DB")))
+	opt, err := c.pgOpt.options(cmp.Or(c.store.db, c.env.Getenv("BATON_DB")), cmp.Or(c.store.schema, c.env.Getenv("BATON_SCHEMA")))
 	if err != nil {
 		return err
 	}
@@ -597,6 +610,13 @@ func printConnReport(w io.Writer, r *postgres.ConnReport) error {
 	}
 	if rep := r.Replication; rep != nil {
 		printReplication(tw, r.Server.User, rep)
+	}
+	if f := r.Functions; f != nil && f.Version > 0 {
+		section("functions")
+		fmt.Fprintf(tw, "  schema %s\tversion %d\t%d of baton's compared with this baton's, %d differ\n", f.Schema, f.Version, f.Checked, len(f.Differ))
+		for _, d := range f.Differ {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.Function, d.DefinedBy, d.Problem)
+		}
 	}
 	if p := r.Plan; p != nil {
 		section("plan")

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/sqlite"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrateJSON is `baton migrate --json`.
@@ -240,5 +242,123 @@ jobs:
 				t.Fatalf("baton relay after the fix (%s): exit %d\n%s", fix, r.code, r.stderr)
 			}
 		})
+	}
+}
+
+// A function of baton's replaced by hand in the live schema, a fence_lease
+// that accepts any token: baton migrate, run, the daemon and the relay
+// refuse to run on it (exit 69), naming the function and the fix; doctor pg
+// reports it, critical; baton migrate --repair restores it, and the fence
+// refuses a token that was never issued again.
+func TestHandEditedFunctionIsRefused(t *testing.T) {
+	t.Parallel()
+	s := pgStore(t)
+	jobs := writeJobFile(t, `
+jobs:
+  - name: job
+    schedule: "@daily"
+    command: [true]
+`)
+	if _, r := s.migrate(t); r.code != 0 {
+		t.Fatalf("baton migrate: exit %d: %s", r.code, r.stderr)
+	}
+	if r := s.run(t, "run", "job", "--", "true"); r.code != 0 {
+		t.Fatalf("baton run: exit %d: %s", r.code, r.stderr)
+	}
+	conn := pgConnect(t, s.dsn)
+	// fence is the SQLSTATE of fence_lease on a token far above the job's
+	// term, "" when it accepts it.
+	fence := func() string {
+		t.Helper()
+		_, err := conn.Exec(context.Background(), "select baton.fence_lease('job', 1000000)")
+		var pgErr *pgconn.PgError
+		if err != nil && !errors.As(err, &pgErr) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			return ""
+		}
+		return pgErr.Code
+	}
+	if code := fence(); code != "BF003" {
+		t.Fatalf("the shipped fence on a token never issued: SQLSTATE %q, want BF003", code)
+	}
+	pgExec(t, conn, "create or replace function baton.fence_lease(p_job text, p_token bigint) returns bigint language sql as $$ select p_token $$")
+	if code := fence(); code != "" {
+		t.Fatalf("the hand-edited fence refused the token (%s): the test's edit did not take", code)
+	}
+
+	for _, args := range [][]string{
+		{"migrate"},
+		{"run", "job", "--", "true"},
+		{"daemon", "--config", jobs},
+		{"relay", "--sink", "noop:", "--until-idle"},
+	} {
+		r := s.runWithin(t, time.Minute, args...)
+		if r.code != 69 {
+			t.Errorf("baton %s over a hand-edited fence_lease: exit %d, want 69\n%s%s", args[0], r.code, r.stdout, r.stderr)
+			continue
+		}
+		for _, want := range []string{"fence_lease(text, bigint)", "0009_fence_lease_key_share", "baton migrate --repair"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("baton %s does not say %q:\n%s", args[0], want, r.stderr)
+			}
+		}
+		if strings.Contains(r.stderr, "goroutine") {
+			t.Errorf("baton %s: a stack trace:\n%s", args[0], r.stderr)
+		}
+	}
+
+	type doctorFunctions struct {
+		Level     string `json:"level"`
+		Functions *struct {
+			Checked int `json:"checked"`
+			Differ  []struct {
+				Function string `json:"function"`
+			} `json:"differ"`
+		} `json:"functions"`
+		Findings []struct {
+			Level, Check, Message string
+		} `json:"findings"`
+	}
+	doctor := func() (doctorFunctions, result) {
+		t.Helper()
+		r := s.runPG(t, "--json")
+		var rep doctorFunctions
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("baton doctor pg --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+		}
+		return rep, r
+	}
+	rep, r := doctor()
+	var found bool
+	for _, f := range rep.Findings {
+		found = found || f.Check == "functions" && f.Level == "critical" && strings.Contains(f.Message, "fence_lease(text, bigint)") && strings.Contains(f.Message, "baton migrate --repair")
+	}
+	if r.code != 2 || rep.Level != "critical" || !found || rep.Functions == nil || len(rep.Functions.Differ) != 1 || rep.Functions.Differ[0].Function != "fence_lease(text, bigint)" {
+		t.Errorf("baton doctor pg over a hand-edited fence_lease: exit %d, %+v; want critical, naming it and the fix", r.code, rep)
+	}
+	if text := s.runPG(t); !strings.Contains(text.stdout, "fence_lease(text, bigint)") {
+		t.Errorf("baton doctor pg does not name the function:\n%s", text.stdout)
+	}
+
+	r = s.run(t, "migrate", "--repair")
+	if r.code != 0 || !strings.Contains(r.stdout, "restored fence_lease(text, bigint)") {
+		t.Fatalf("baton migrate --repair: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if code := fence(); code != "BF003" {
+		t.Fatalf("the repaired fence on a token never issued: SQLSTATE %q, want BF003", code)
+	}
+	rep, _ = doctor()
+	if rep.Functions == nil || rep.Functions.Checked == 0 || len(rep.Functions.Differ) != 0 {
+		t.Errorf("baton doctor pg after the repair: %+v; want every function compared, none differing", rep.Functions)
+	}
+	for _, f := range rep.Findings {
+		if f.Check == "functions" {
+			t.Errorf("baton doctor pg after the repair: %+v", f)
+		}
+	}
+	if r := s.run(t, "run", "job", "--", "true"); r.code != 0 {
+		t.Fatalf("baton run after the repair: exit %d: %s", r.code, r.stderr)
 	}
 }
