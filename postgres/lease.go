@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/batonhq/baton"
@@ -160,9 +161,22 @@ func (r acquired) grant(req baton.AcquireRequest) (baton.Grant, error) {
 	if r.token != nil {
 		return baton.Grant{Term: &baton.Term{Job: req.Job, Owner: req.Owner, Token: *r.token, TTL: req.TTL, Until: *r.until}}, nil
 	}
-	return baton.Grant{}, baton.Errorf(baton.EUNAVAILABLE,
-		"lease %s held back until %s: the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)",
-		req.Job, r.heldBack.UTC().Format(time.RFC3339Nano), req.TTL)
+	return baton.Grant{}, baton.Wrap(baton.EUNAVAILABLE, &HeldBack{TTL: req.TTL},
+		"lease %s held back until %s", req.Job, r.heldBack.UTC().Format(time.RFC3339Nano))
+}
+
+// HeldBack is the cause of an acquisition's EUNAVAILABLE error while the
+// lease is held back after a new token epoch (docs/FAILOVER.md): the store
+// answers, and grants the lease when the hold ends, at most TTL after the
+// answer that says so, by this host's monotonic clock as by the store's.
+// A caller that waits for the store (baton run's --db-wait) can tell a hold
+// that ends within its wait from a store that is away.
+type HeldBack struct {
+	TTL time.Duration // the request's
+}
+
+func (h *HeldBack) Error() string {
+	return fmt.Sprintf("the store's token epoch changed (a failover, or baton migrate --new-epoch), and a holder whose acquisition was lost with the old primary runs until its renewal fails; no lease is granted for one TTL (%s) after the change (docs/FAILOVER.md)", h.TTL)
 }
 
 // acquire runs lease_acquire.sql over a: the jobs granted or held back, by

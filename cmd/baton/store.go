@@ -20,6 +20,7 @@ import (
 	"github.com/batonhq/baton/postgres"
 	"github.com/batonhq/baton/scheduler"
 	"github.com/batonhq/baton/sqlite"
+	"github.com/batonhq/baton/supervise"
 )
 
 // storeFlags select and configure the store; every command that touches
@@ -198,17 +199,32 @@ func (f *storeFlags) open(ctx context.Context, env *Env, command string, migrate
 
 // retryUnavailable calls try until it succeeds, fails for another reason
 // than an unavailable store, or --db-wait has passed, with jittered
-// backoff, and says on stderr (once) that it is waiting.
+// backoff, and says on stderr (once) that it is waiting. A lease held back
+// after a new token epoch (postgres.HeldBack) whose hold ends within
+// --db-wait is waited for until it ends, even a moment past --db-wait.
 func (f *storeFlags) retryUnavailable(ctx context.Context, env *Env, what string, try func() error) error {
 	deadline := time.Now().Add(f.dbWait)
 	wait := backoff.Loop{Min: 100 * time.Millisecond, Max: 2 * time.Second, Jitter: true}
 	told := false
+	var holdEnds time.Time
 	for {
 		err := try()
 		if e, ok := interrupted(ctx); ok && err != nil {
 			// A signal cancelled the attempt: that ends the command
 			// (128+n), not a store that is away (69).
 			return e
+		}
+		if held := (*postgres.HeldBack)(nil); holdEnds.IsZero() && errors.As(err, &held) {
+			// The hold ends at most one TTL after this answer. When the
+			// TTL is --db-wait (the defaults: 30s each), that is a round
+			// trip after the wait's end: the margin the trust window
+			// keeps for such delays (supervise.Safety) counts as within
+			// it, and the last try comes after the hold has ended.
+			holdEnds = time.Now().Add(held.TTL)
+			margin := supervise.Safety(held.TTL)
+			if end := holdEnds.Add(margin); !holdEnds.After(deadline.Add(margin)) && end.After(deadline) {
+				deadline = end
+			}
 		}
 		if err == nil || baton.ErrorCode(err) != baton.EUNAVAILABLE || errors.As(err, new(notTransient)) || time.Now().After(deadline) {
 			if err == nil && told {
