@@ -40,6 +40,9 @@ Checks of doctor local:
   exists             the directory exists; if not, whether baton run would
                      create it (user scope, a directory named explicitly, or
                      as root) and how to create it now
+  link               the directory is not named by a symbolic link (warned:
+                     whoever may change the link moves the lock files, and
+                     baton setup local refuses it; an error when it dangles)
   fs-type            the file system, by statfs(2): warns on NFS, SMB/CIFS and
                      FUSE (flock(2) there is emulated or lost on reconnect) and
                      on tmpfs/ramfs (lock files, and so fencing tokens, do not
