@@ -178,6 +178,27 @@ func (p *Pair) StartStandby() {
 	}
 }
 
+// RestartPrimary stops the primary with a fast shutdown and starts it again
+// on the same data directory and port once down has passed since the stop
+// began, as Restart does for the package's cluster: every open connection
+// breaks, and nothing committed is lost (a fast shutdown sends the standby
+// all the WAL before it ends, and the standby streams again once the
+// primary is back). It returns how long the primary was away, from the
+// stop until it accepted connections again.
+func (p *Pair) RestartPrimary(down time.Duration) time.Duration {
+	p.t.Helper()
+	began := time.Now()
+	// SIGINT is PostgreSQL's fast shutdown, what pg_ctl stop -m fast sends.
+	if err := p.Primary.c.stop(syscall.SIGINT); err != nil {
+		p.t.Fatalf("pgtest: restart primary: %v", err)
+	}
+	time.Sleep(time.Until(began.Add(down)))
+	if err := p.Primary.c.start(); err != nil {
+		p.t.Fatalf("pgtest: restart primary: %v", err)
+	}
+	return time.Since(began)
+}
+
 // KillPrimary stops the primary the way pg_ctl stop -m immediate does and
 // leaves it down, as a failed machine would be.
 func (p *Pair) KillPrimary() {
