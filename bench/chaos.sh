@@ -12,21 +12,31 @@
 # records its own start under a kernel flock -n; prints overlaps, token
 # regressions and out-of-order tick starts.
 #
+# And the fleet blip test (TestFleetBlip, issue 40): three daemons on a
+# primary and its streaming standby, BLIP_JOBS jobs every second (instead
+# of CI's 10) through a 1 s restart of the primary and a failover that
+# loses the last second of commits. Each command records its start and its
+# exit under a kernel flock -n; prints ticks by outcome per phase, the
+# mismatches between the commands' records and baton's, the longest runs
+# of skipped ticks, overlaps, token regressions, and the failover's ticks
+# by case of docs/FAILOVER.md's table.
+#
 # And the lease's edges (cmd/baton/guardchaos_test.go), EDGE_TRIALS trials
 # each instead of CI's 3: baton run frozen alone past its TTL, a daemon
 # frozen alone, the guard SIGKILLed under baton run and under the daemon on
 # both stores. Each command holds a kernel flock -n for its whole life; prints
 # trials and overlaps per edge.
 #
-# Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200 EDGE_TRIALS=200
-#                                      RUN=Chaos (a go test -run pattern: a part) PARALLEL=8
+# Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200 EDGE_TRIALS=200 BLIP_JOBS=100
+#                                      RUN='Chaos|FleetBlip' (a go test -run pattern: a part) PARALLEL=8
 set -euo pipefail
 TRIALS=${TRIALS:-1000}
 FLEET_ROUNDS=${FLEET_ROUNDS:-200}
 EDGE_TRIALS=${EDGE_TRIALS:-200}
-RUN=${RUN:-Chaos}
+BLIP_JOBS=${BLIP_JOBS:-100}
+RUN=${RUN:-Chaos|FleetBlip}
 export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
-BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS go test -count=1 -timeout 300m -parallel "${PARALLEL:-8}" -run "$RUN" -v ./cmd/baton 2>&1 |
-  grep -E '^\s*(---|ok|FAIL)|chaos(_http)?_test.go:[0-9]+: [a-zA-Z]|edge .*trials'
+BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS BATON_BLIP_JOBS=$BLIP_JOBS go test -count=1 -timeout 300m -parallel "${PARALLEL:-8}" -run "$RUN" -v ./cmd/baton 2>&1 |
+  grep -E '^\s*(---|ok|FAIL)|(chaos(_http)?|fleetblip)_test.go:[0-9]+: [a-zA-Z]|edge .*trials'
 # pipefail: go test's status is the script's
