@@ -56,6 +56,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -244,8 +245,10 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		}
 		trustFrom = sent
 	}
-	// Resolved here, with baton's own PATH, as a shell would before exec.
-	path, err := spawn.LookPath(argv[0])
+	// Resolved here, as a shell would before exec: with the PATH of the
+	// command's environment when it sets one (a job's env: PATH), else
+	// baton's own.
+	path, err := spawn.LookPathIn(argv[0], commandPath(append(append([]string{}, s.Env...), s.ExtraEnv...)))
 	if err != nil {
 		code := 126
 		if errors.Is(err, spawn.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -549,4 +552,15 @@ func (s *Supervisor) release(term *baton.Term) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return s.Leaser.Release(ctx, term)
+}
+
+// commandPath is the PATH that env (a command's environment, later entries
+// winning) sets, or this process's own when it sets none.
+func commandPath(env []string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if p, ok := strings.CutPrefix(env[i], "PATH="); ok {
+			return p
+		}
+	}
+	return os.Getenv("PATH")
 }

@@ -139,6 +139,36 @@ func TestCommandNotFound(t *testing.T) {
 	}
 }
 
+// A bare command name is looked up with the PATH of the command's own
+// environment when it sets one, as the shell of a string command would,
+// not with baton's.
+func TestCommandFoundOnItsOwnPath(t *testing.T) {
+	t.Parallel()
+	l, term, dir := setup(t, time.Minute)
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "report"), []byte("#!/bin/sh\necho \"report $1\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name          string
+		env, extraEnv []string
+	}{
+		{"Env", []string{"PATH=/nonexistent", "PATH=" + bin + ":/usr/bin:/bin"}, nil},
+		{"ExtraEnv", []string{"PATH=/nonexistent"}, []string{"PATH=" + bin + ":/usr/bin:/bin"}},
+	} {
+		var out bytes.Buffer
+		s := &supervise.Supervisor{Leaser: l, Stdout: &out, Env: c.env, ExtraEnv: c.extraEnv}
+		res := s.Run(context.Background(), term, time.Now(), []string{"report", "--daily"})
+		if res.ExitCode != 0 || out.String() != "report --daily\n" {
+			t.Fatalf("%s: result %+v, output %q; want report found on the command's PATH", c.name, res, out.String())
+		}
+		term = leasetest.MustAcquire(t, l, "job", time.Minute)
+	}
+}
+
 // The guard keeps the trust window itself: given a deadline and no
 // extension (its supervisor frozen), it stops the command's tree, TERM then
 // KILL, and says why; extensions that keep coming keep it running.

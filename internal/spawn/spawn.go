@@ -44,7 +44,11 @@ func (e *Error) Unwrap() error { return e.Err }
 // slash, else the first executable of that name in the directories of
 // $PATH (an empty entry is the current directory), with ErrDot when that
 // directory is relative.
-func LookPath(file string) (string, error) {
+func LookPath(file string) (string, error) { return LookPathIn(file, os.Getenv("PATH")) }
+
+// LookPathIn is LookPath with pathList in place of $PATH: the PATH of the
+// environment the command will have.
+func LookPathIn(file, pathList string) (string, error) {
 	if strings.Contains(file, "/") {
 		if err := findExecutable(file); err != nil {
 			return "", &Error{file, err}
@@ -52,7 +56,7 @@ func LookPath(file string) (string, error) {
 		return file, nil
 	}
 	var dirs []string // an empty $PATH has no directory
-	if p := os.Getenv("PATH"); p != "" {
+	if p := pathList; p != "" {
 		dirs = strings.Split(p, ":")
 	}
 	for _, dir := range dirs {
