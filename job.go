@@ -18,9 +18,13 @@ type Job struct {
 	Schedule string `json:"schedule"`           // cron spec, macro or @every
 	Timezone string `json:"timezone,omitempty"` // IANA zone; "" is UTC
 	// Command is the argv to run; a job file's shell string becomes
-	// ["/bin/sh", "-c", string] and Shell records that it was one.
-	Command   []string          `json:"command"`
-	Shell     bool              `json:"shell,omitempty"`
+	// [shell, "-c", string] (shell: /bin/sh unless the file names
+	// another) and Shell records that it was one.
+	Command []string `json:"command"`
+	Shell   bool     `json:"shell,omitempty"`
+	// Stdin is the text given to the command's standard input; "" gives
+	// it none (/dev/null).
+	Stdin     string            `json:"stdin,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
 	Dir       string            `json:"dir,omitempty"`
 	TTL       Duration          `json:"ttl"`
@@ -308,8 +312,15 @@ type DefinedJob struct {
 	FeatureLevel int `json:"feature_level"`
 }
 
-// ShellCommand is how a job file's shell string runs.
-func ShellCommand(s string) []string { return []string{"/bin/sh", "-c", s} }
+// DefaultShell runs a job file's command string when the job names no
+// shell.
+const DefaultShell = "/bin/sh"
+
+// ShellCommand is how a job file's shell string runs under DefaultShell.
+func ShellCommand(s string) []string { return ShellCommandWith(DefaultShell, s) }
+
+// ShellCommandWith is how a job file's shell string runs under shell.
+func ShellCommandWith(shell, s string) []string { return []string{shell, "-c", s} }
 
 // CommandString shows a job's command for people.
 func (j Job) CommandString() string {

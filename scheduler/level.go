@@ -25,7 +25,13 @@ import (
 // Level 2 adds run notifications (notify) and where output goes (output:
 // log or discard, written in the file): a level-1 daemon would run such a
 // job without notifying, or keep a discarded job's output.
-const FeatureLevel = 2
+//
+// Level 3 adds stdin (text given to the command) and finds a list-form
+// command on the PATH of the job's env when it sets one: a level-2 daemon
+// would run such a job with no input, or look its command up on its own
+// PATH. A shell other than /bin/sh needs no level: the command it makes
+// ([shell, "-c", string]) is stored as it runs.
+const FeatureLevel = 3
 
 // feature is a part of job semantics and the level that brought it.
 type feature struct {
@@ -43,6 +49,11 @@ var features = []feature{
 	{1, "job semantics of the first gated release (exit 78 ends a tick unknown and is never retried)", func(baton.Job) bool { return true }},
 	{2, "notify: run notifications through the outbox", func(j baton.Job) bool { return j.Notify != nil }},
 	{2, "output: log or discard", func(j baton.Job) bool { return j.Output == baton.OutputLog || j.Output == baton.OutputDiscard }},
+	{3, "stdin: text given to the command", func(j baton.Job) bool { return j.Stdin != "" }},
+	{3, "a list-form command found on the PATH of the job's env", func(j baton.Job) bool {
+		_, path := j.Env["PATH"]
+		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")
+	}},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

@@ -22,6 +22,13 @@ func TestNeeds(t *testing.T) {
 	quiet.Output = baton.OutputDiscard
 	tail := job("tail", "* * * * *", "true")
 	tail.Output = baton.OutputTail
+	fed := job("fed", "* * * * *", "cat")
+	fed.Stdin = "hello\n"
+	bashed := job("bashed", "* * * * *", "true")
+	bashed.Command = baton.ShellCommandWith("/bin/bash", "[[ 1 ]]")
+	onPath := baton.Job{Name: "on-path", Schedule: "@every 1m", Command: []string{"report", "--daily"}, Env: map[string]string{"PATH": "/opt/report/bin"}}
+	absolute := onPath
+	absolute.Name, absolute.Command = "absolute", []string{"/opt/report/bin/report"}
 	for _, c := range []struct {
 		j    baton.Job
 		want int
@@ -31,14 +38,18 @@ func TestNeeds(t *testing.T) {
 		{tail, 1},
 		{notified, 2},
 		{quiet, 2},
+		{fed, 3},
+		{bashed, 1},
+		{onPath, 3},
+		{absolute, 1},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {
 			t.Errorf("%s needs level %d (%q), want %d with a reason", c.j.Name, level, why, c.want)
 		}
 	}
-	if scheduler.FeatureLevel != 2 {
-		t.Errorf("FeatureLevel %d, want 2", scheduler.FeatureLevel)
+	if scheduler.FeatureLevel != 3 {
+		t.Errorf("FeatureLevel %d, want 3", scheduler.FeatureLevel)
 	}
 }
 
