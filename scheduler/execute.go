@@ -449,7 +449,7 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 		Leaser:    observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs},
 		KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
 		OwnSignals: true, KeepLease: true, Stdout: stdout, Stderr: stderr, Env: env, Dir: j.Dir,
-		GuardPath: d.GuardPath,
+		GuardPath: d.GuardPath, Stdin: jobStdin(j),
 		ExtraEnv: []string{
 			"BATON_JOB=" + j.Name,
 			"BATON_TICK=" + baton.FormatTick(t.At),
