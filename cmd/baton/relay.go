@@ -16,7 +16,7 @@ import (
 )
 
 const relayHelp = `
-Usage: baton relay --sink SPEC [flags]
+Usage: baton relay [--sink SPEC] [flags]
 
 Delivers the outbox's events to a sink, at least once and always with the
 event's key, so that receivers deduplicate. Any number of relays may run
@@ -46,7 +46,10 @@ Sinks (--sink):
   exec:COMMAND [ARG…]                  run a command with the event on stdin;
                                        exit 0 delivered, 65 dead, else retry
   noop:                                accept every event (benchmarks)
-See docs/SINKS.md.
+Without --sink, the sink is $BATON_RELAY_SINK: a sink's URL may hold a
+password or token, and the command line is readable by every user of the
+host, the environment only by the relay's (baton-relay.service reads it
+from /etc/baton/baton.env). See docs/SINKS.md.
 
 Wake-ups: on PostgreSQL the relay LISTENs for enqueues (one connection
 outside the pool; --listen=false turns it off, e.g. behind PgBouncer in
@@ -96,7 +99,11 @@ type relayFlags struct {
 
 // register adds the relay's flags, their names prefixed (daemon: "relay-").
 func (f *relayFlags) register(fs *flagSet, prefix string) {
-	fs.StringVar(&f.sink, prefix+"sink", "", "where events go: `SPEC` (http://…, https://…, nats://…, exec:COMMAND, noop:)")
+	sinkUsage := "where events go: `SPEC` (http://…, https://…, nats://…, exec:COMMAND, noop:)"
+	if prefix == "" {
+		sinkUsage += " (default $BATON_RELAY_SINK)"
+	}
+	fs.StringVar(&f.sink, prefix+"sink", "", sinkUsage)
 	fs.StringVar(&f.topics, prefix+"topics", "", "comma-separated `TOPICS` this relay delivers (default: all)")
 	fs.StringVar(&f.secretFile, prefix+"secret-file", "", "`FILE` holding the webhook signing secret: whsec_BASE64 as Standard Webhooks libraries take it, or any other bytes (default $BATON_SINK_SECRET)")
 	durationFlag(fs, &f.timeout, prefix+"timeout", 10*time.Second, "bound on one delivery")
@@ -231,8 +238,12 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return baton.Invalid("arguments", "baton relay takes none, got %q", pos)
 	}
+	fromEnv := false
 	if c.relay.sink == "" {
-		return baton.Invalid("--sink", "no sink: give --sink SPEC (e.g. --sink http://127.0.0.1:8080/events)")
+		c.relay.sink, fromEnv = c.env.Getenv("BATON_RELAY_SINK"), true
+	}
+	if c.relay.sink == "" {
+		return baton.Invalid("--sink", "no sink: give --sink SPEC or set BATON_RELAY_SINK (e.g. BATON_RELAY_SINK=http://127.0.0.1:8080/events)")
 	}
 	log, err := newLogger(c.env.Stderr, c.logFormat, c.logLevel, c.env.Getenv)
 	if err != nil {
@@ -240,6 +251,9 @@ func (c *RelayCommand) Run(ctx context.Context, args []string) error {
 	}
 	r, err := c.relay.relay(c.env, "")
 	if err != nil {
+		if be, ok := err.(*baton.Error); ok && fromEnv && be.Field == "--sink" {
+			be.Field = "BATON_RELAY_SINK"
+		}
 		return err
 	}
 	r.StopWhenIdle = c.untilIdle
