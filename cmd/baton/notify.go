@@ -152,7 +152,11 @@ func notifyText(n scheduler.Notification) (subject, body string) {
 	row("Tick", n.Tick)
 	row("Outcome", string(n.Outcome))
 	if n.Kind == baton.NotifyRecovered {
-		row("Recovered", fmt.Sprintf("after %d failures in a row", n.ConsecutiveFailures))
+		if n.ConsecutiveFailures == 1 {
+			row("Recovered", "after 1 failure")
+		} else {
+			row("Recovered", fmt.Sprintf("after %d failures in a row", n.ConsecutiveFailures))
+		}
 	} else if n.ConsecutiveFailures > 1 {
 		row("Failures", fmt.Sprintf("%d in a row", n.ConsecutiveFailures))
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
 )
 
 // downReceiver is an eventReceiver that answers 503 while down.
@@ -269,4 +270,21 @@ func TestRunNotify(t *testing.T) {
 			t.Errorf("exit codes notified %v, want 4 and 5", codes)
 		}
 	})
+}
+
+// A recovery says how many failures it ends, in English: "after 1
+// failure", "after 3 failures in a row".
+func TestNotifyRecoveredCountsFailures(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{1: "Recovered:    after 1 failure\n", 3: "Recovered:    after 3 failures in a row\n"} {
+		b, err := json.Marshal(map[string]any{"id": 1, "topic": scheduler.NotifyTopic, "key": "backup/2026-12-02T03:00:00Z/1/recovered",
+			"payload": scheduler.Notification{Schema: scheduler.NotifySchema, Kind: baton.NotifyRecovered, Job: "backup",
+				Tick: "2026-12-02T03:00:00Z", Outcome: baton.OutcomeSucceeded, Attempt: 1, ConsecutiveFailures: n}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := string(runNotify(t, b, "text")); !strings.Contains(out, want) {
+			t.Errorf("%d failures: the text lacks %q:\n%s", n, want, out)
+		}
+	}
 }
