@@ -115,6 +115,9 @@ func TestParseInChunksAgrees(t *testing.T) {
 		"not a sequence":        "jobs:\n  name: a\n",
 		"empty":                 "jobs:\n",
 		"one job":               "jobs:\n" + jobs(1),
+		"defaults":              "defaults:\n  ttl: 1m\n  env: {A: b}\njobs:\n" + strings.ReplaceAll(jobs(9), "  - name", "  - env: {C: d}\n    name"),
+		"defaults after":        "jobs:\n" + jobs(9) + "defaults: {timezone: Europe/Berlin}\n",
+		"merge in each job":     "jobs:\n" + strings.ReplaceAll(jobs(9), "  - name", "  - <<: {ttl: 2m}\n    name"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			assertSameParse(t, []byte(src))
@@ -124,6 +127,7 @@ func TestParseInChunksAgrees(t *testing.T) {
 				"plain": true, "notify after": true, "notify before": true, "comment on jobs": true,
 				"at column 0": true, "deeper": true, "crlf": true, "no final newline": true,
 				"comments between": true, "dash alone": true, "block scalar": true,
+				"defaults": true, "defaults after": true, "merge in each job": true,
 			}[name]
 			chunked := parseInChunks("jobs.yaml", []byte(src), 3) != nil
 			if chunked != wantChunks {

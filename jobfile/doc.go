@@ -58,8 +58,11 @@
 //	    schedule: "@daily"
 //	    command: find /var/log/app -name '*.gz' -mtime +14 -delete  # … or a shell line
 //
-// A command written as a sequence is the argv, run without a shell; one
-// written as a string runs as `/bin/sh -c STRING`. Durations are Go
+// A command written as a sequence is the argv, run without a shell (its
+// program found on the PATH of the job's env when that sets one); one
+// written as a string runs as `SHELL -c STRING`, where SHELL is the job's
+// shell (default /bin/sh). A list-form command ignores shell. stdin is
+// text given to the command's standard input (default: none, /dev/null). Durations are Go
 // durations: 90s, 1h30m, 500ms; a bare number other than 0 is refused,
 // since the unit cannot be guessed. An environment variable's name must match
 // [A-Za-z_][A-Za-z0-9_]* and must not start with BATON_, which is baton's
@@ -79,13 +82,20 @@
 // (256 KiB, each string counted with its NUL), well under the kernel's
 // ARG_MAX, which also holds the daemon's environment.
 //
+// The top-level defaults mapping gives any job setting but name, schedule
+// and command to every job that does not give it itself; env is merged
+// variable by variable, the job's value winning. Defaults are applied as
+// the file is read, so a job's version is that of the same job with every
+// value written out.
+//
 // The reading is strict: an unknown or repeated key, a value of the wrong
 // kind (a mapping where a string belongs), a setting without a value
-// (`timeout:`), a second YAML document, and YAML anchors and aliases are all
-// refused. Anchors and
-// aliases are refused rather than resolved so that each job reads as it runs,
-// and so that every problem is reported at the line where its value is
-// written.
+// (`timeout:`) and a second YAML document are all refused. YAML anchors,
+// aliases and merge keys (`<<: *base`, the mapping's own keys winning) are
+// read as YAML means them; every alias counts at each use against
+// MaxFileSize, so a file whose aliases expand it past 4 MiB (a "billion
+// laughs") is refused before it is read further. A problem in an aliased
+// value is reported at the line where the value is written.
 //
 // Parse reports every problem it finds, up to 50, in file order, as an
 // *Error that prints one line per problem:

@@ -200,6 +200,7 @@ type parser struct {
 	notify   FileNotify     // the top-level notify
 	jobsLine int            // the line of the jobs sequence, once read
 	jobsLen  int            // how many items it had
+	defaults *yaml.Node     // the top-level defaults, once read and valid
 }
 
 func (p *parser) add(n *yaml.Node, field, format string, args ...any) {
@@ -321,8 +322,10 @@ func (p *parser) file(data []byte, jobs []baton.Job) []baton.Job {
 		p.noJobs(&yaml.Node{Line: max(doc.Line, 1), Column: max(doc.Column, 1)})
 		return jobs
 	}
-	root := doc.Content[0]
-	p.refuseAliases(root, "")
+	root := p.expand(doc.Content[0])
+	if root == nil {
+		return jobs
+	}
 	if isNull(root) {
 		p.noJobs(root)
 		return jobs
@@ -331,10 +334,12 @@ func (p *parser) file(data []byte, jobs []baton.Job) []baton.Job {
 		return jobs
 	}
 	var seq *yaml.Node
-	seen := p.fields(root, "", []string{"jobs", "notify"}, func(key string, v *yaml.Node, field string) {
+	seen := p.fields(root, "", []string{"jobs", "notify", "defaults"}, func(key string, v *yaml.Node, field string) {
 		switch {
 		case key == "notify":
 			p.fileNotify(v, field)
+		case key == "defaults":
+			p.fileDefaults(v, field)
 		case isNull(v):
 			p.noJobs(v)
 		case p.kind(v, field, yaml.SequenceNode, "a sequence of jobs"):
@@ -360,6 +365,7 @@ func (p *parser) file(data []byte, jobs []baton.Job) []baton.Job {
 		// jobs holds over 10 MB of them, which need not stay beside the
 		// jobs decoded so far (the daemon's peak of memory is here).
 		seq.Content[i] = nil
+		n = p.withDefaults(n)
 		field := jobField(i, n)
 		if !p.kind(n, field, yaml.MappingNode, "a job: a mapping with name, schedule, command and other settings") {
 			continue
@@ -465,39 +471,6 @@ func bidiControl(r rune) bool {
 	return false
 }
 
-// refuseAliases reports every anchor and alias under n, whose field is
-// field. The walk that reads the jobs skips alias nodes, since they have
-// been reported here.
-func (p *parser) refuseAliases(n *yaml.Node, field string) {
-	const why = "anchors and aliases are not supported; write each value out"
-	at := cmp.Or(field, "document")
-	if n.Anchor != "" {
-		p.add(n, at, "an anchor (&%s): %s", n.Anchor, why)
-	}
-	switch n.Kind {
-	case yaml.AliasNode:
-		p.add(n, at, "an alias (*%s): %s", n.Value, why)
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			sub := field + "[" + strconv.Itoa(i) + "]"
-			if field == "jobs" {
-				sub = jobField(i, c)
-			}
-			p.refuseAliases(c, sub)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			sub := join(field, "?")
-			if k.Kind == yaml.ScalarNode {
-				sub = join(field, k.Value)
-			}
-			p.refuseAliases(k, sub)
-			p.refuseAliases(v, sub)
-		}
-	}
-}
-
 func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
@@ -530,7 +503,7 @@ func describe(n *yaml.Node) string {
 }
 
 // kind reports n unless it is of kind k. A key without a value is reported
-// as such, and an alias not at all (refuseAliases has).
+// as such, and an alias not at all (expand has resolved each).
 func (p *parser) kind(n *yaml.Node, field string, k yaml.Kind, want string) bool {
 	switch {
 	case n.Kind == k && (k != yaml.ScalarNode || !isNull(n)):
@@ -644,13 +617,19 @@ var jobKeys = []string{
 	"name", "schedule", "timezone", "command", "env", "dir",
 	"ttl", "timeout", "kill_after", "jitter",
 	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
-	"notify", "output",
+	"notify", "output", "shell", "stdin",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
-func (p *parser) job(n *yaml.Node, field string) baton.Job {
+func (p *parser) job(n *yaml.Node, field string) baton.Job { return p.jobSettings(n, field, true) }
+
+// jobSettings reads the settings of a job at n, a mapping: a whole job's
+// (which must have a name, a schedule and a command), or the file's
+// defaults.
+func (p *parser) jobSettings(n *yaml.Node, field string, whole bool) baton.Job {
 	var j baton.Job
 	var command *yaml.Node
+	shell := ""
 	seen := p.fields(n, field, jobKeys, func(key string, v *yaml.Node, field string) {
 		switch key {
 		case "name":
@@ -735,10 +714,18 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job {
 			p.history(v, field, &j)
 		case "output":
 			j.Output, _ = p.oneOf(v, field, baton.OutputLog, baton.OutputTail, baton.OutputDiscard)
+		case "shell":
+			shell = p.shell(v, field)
+		case "stdin":
+			p.stdin(v, field, &j)
 		}
 	})
+	if j.Shell && shell != "" {
+		// A list-form command runs as it is: shell is only for a string.
+		j.Command[0] = shell
+	}
 	for _, key := range []string{"name", "schedule", "command"} {
-		if !seen[key] {
+		if whole && !seen[key] {
 			p.add(n, field+"."+key, "missing; every job needs a name, a schedule and a command")
 		}
 	}
@@ -848,6 +835,36 @@ func (p *parser) command(v *yaml.Node, field string, j *baton.Job) {
 	default:
 		p.kind(v, field, yaml.ScalarNode, want)
 	}
+}
+
+// shell reads the shell that runs a string command, or returns "".
+func (p *parser) shell(v *yaml.Node, field string) string {
+	const want = "a shell such as /bin/bash"
+	s, ok := p.str(v, field, want)
+	switch {
+	case !ok:
+		return ""
+	case strings.TrimSpace(s) == "":
+		p.add(v, field, "empty; want %s, or leave shell out for %s", want, baton.DefaultShell)
+		return ""
+	case len(s) > MaxArgLen:
+		p.add(v, field, "%d bytes; a shell's path may be at most %d bytes", len(s), MaxArgLen)
+		return ""
+	}
+	return s
+}
+
+// stdin reads the text given to the command's standard input.
+func (p *parser) stdin(v *yaml.Node, field string, j *baton.Job) {
+	s, ok := p.str(v, field, "the text given to the command's standard input")
+	if !ok {
+		return
+	}
+	if len(s) > MaxStdin {
+		p.add(v, field, "%d bytes; stdin may be at most %d bytes (64 KiB)", len(s), MaxStdin)
+		return
+	}
+	j.Stdin = s
 }
 
 func (p *parser) env(v *yaml.Node, field string, j *baton.Job) {
@@ -1100,6 +1117,9 @@ const (
 	// kernel's ARG_MAX (2 MiB with the usual 8 MiB stack), which must also
 	// hold the daemon's own environment and baton's variables.
 	MaxCommandSize = 256 << 10
+	// MaxStdin is the longest stdin text of a job, in bytes: it is kept
+	// with the job's definition in the store.
+	MaxStdin = 64 << 10
 )
 
 // notifyOff is the rule a job's `notify: false` leaves until resolve.

@@ -305,9 +305,9 @@ func TestParseInvalid(t *testing.T) {
 		// The top level.
 		{"top sequence", "- name: a\n", "jobs.yaml:1:1: document: want a mapping with the one key jobs, not a sequence"},
 		{"top scalar", "hello\n", `jobs.yaml:1:1: document: want a mapping with the one key jobs, not "hello"`},
-		{"top unknown key", "jobs: []\nversion: 2\n", "jobs.yaml:2:1: version: unknown key; want jobs or notify"},
-		{"top empty key", "jobs: []\n'': 2\n", `jobs.yaml:2:1: "": unknown key; want jobs or notify`},
-		{"top typo", "job: []\n", "jobs.yaml:1:1: job: unknown key; did you mean jobs? (want jobs or notify)"},
+		{"top unknown key", "jobs: []\nversion: 2\n", "jobs.yaml:2:1: version: unknown key; want jobs, notify or defaults"},
+		{"top empty key", "jobs: []\n'': 2\n", `jobs.yaml:2:1: "": unknown key; want jobs, notify or defaults`},
+		{"top typo", "job: []\n", "jobs.yaml:1:1: job: unknown key; did you mean jobs? (want jobs, notify or defaults)"},
 		{"top no jobs", "{}\n", "jobs.yaml:1:1: jobs: missing"},
 		{"top duplicate", "jobs: []\njobs: []\n", `jobs.yaml:2:1: jobs: duplicate key "jobs"; it is first given at line 1`},
 		{"jobs mapping", "jobs:\n  a: 1\n", "jobs.yaml:2:3: jobs: want a sequence of jobs, not a mapping"},
@@ -325,9 +325,7 @@ func TestParseInvalid(t *testing.T) {
 		{"syntax control", job("dir: a\x01b"), "jobs.yaml:5: invalid YAML: control characters are not allowed"},
 		{"syntax second document", "jobs: []\n---\njobs: [\n", "jobs.yaml:3: invalid YAML: did not find expected node content"},
 		{"tab", "jobs:\n\t- name: a\n", "jobs.yaml:2: invalid YAML: found character that cannot start any token"},
-		{"anchor", "jobs:\n  - &j {name: a, schedule: '@daily', command: date}\n", "jobs.yaml:2:5: jobs[0](a): an anchor (&j): anchors and aliases are not supported"},
-		{"alias", job("env: &e {A: b}") + "  - name: b\n    schedule: '@daily'\n    command: date\n    env: *e\n", "jobs.yaml:9:10: jobs[1](b).env: an alias (*e): anchors and aliases are not supported"},
-		{"merge key", job("<<: {ttl: 1m}"), `jobs.yaml:5:5: jobs[0](a).<<: unknown key`},
+		{"merged unknown key", job("<<: {ttl: 1m, tmeout: 1m}"), `jobs.yaml:5:19: jobs[0](a).tmeout: unknown key; did you mean timeout?`},
 
 		// Keys of a job.
 		{"unknown key", job("timout: 1m"), "jobs.yaml:5:5: jobs[0](a).timout: unknown key; did you mean timeout? (want name, schedule, timezone, command"},
@@ -533,8 +531,8 @@ conf/jobs.yaml:10:14: jobs[1].overlap: write {allow: N} to allow up to N runs at
 conf/jobs.yaml:11:13: jobs[1].paused: want true or false, not "yes"
 conf/jobs.yaml:12:5: jobs[2](backup).command: missing; every job needs a name, a schedule and a command
 conf/jobs.yaml:12:11: jobs[2](backup).name: duplicate job name "backup"; it is first used at line 2
-conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention, notify or output)
-conf/jobs.yaml:15:1: extra: unknown key; want jobs or notify`
+conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention, notify, output, shell or stdin)
+conf/jobs.yaml:15:1: extra: unknown key; want jobs, notify or defaults`
 	if got := err.Error(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
 	}
