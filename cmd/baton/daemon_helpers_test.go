@@ -102,15 +102,10 @@ type tickRow struct {
 	} `json:"attempt_list"`
 }
 
-// ticks lists a job's recorded ticks, oldest first; every job's when job
-// is "".
+// ticks lists a job's recorded ticks, oldest first.
 func (s store) ticks(t *testing.T, job string) []tickRow {
 	t.Helper()
-	args := []string{"runs", "--json", "--attempts", "--limit", "100000"}
-	if job != "" {
-		args = append(args, job)
-	}
-	r := s.run(t, args...)
+	r := s.run(t, "runs", "--json", "--attempts", "--limit", "100000", job)
 	if r.code == baton.ExitNotFound && strings.Contains(r.stderr, "no job named") {
 		return nil // not yet published by the daemon that was just started
 	}
