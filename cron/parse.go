@@ -84,6 +84,9 @@ func Parse(spec string) (*Schedule, error) {
 	if line == "" {
 		return nil, baton.Invalid("schedule", "empty schedule; %s", fieldsHint)
 	}
+	if err := checkZonePrefix(spec, line); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(line, "@") {
 		return parseMacro(spec, line)
 	}
@@ -147,6 +150,22 @@ func (s *Schedule) checkPossible(domExpr, monthExpr string) error {
 	return baton.Invalid("day-of-month", "schedule never fires: day %q does not exist in month %q", domExpr, monthExpr)
 }
 
+// checkZonePrefix refuses a line pasted from a crontab that begins with a
+// time zone (cronie's CRON_TZ=, or TZ=), saying where the zone goes: a
+// job's zone is its timezone: key, so that the schedule is cron alone.
+func checkZonePrefix(spec, line string) error {
+	fields := strings.Fields(line)
+	name, zone, ok := strings.Cut(fields[0], "=")
+	if !ok || !strings.EqualFold(name, "CRON_TZ") && !strings.EqualFold(name, "TZ") {
+		return nil
+	}
+	const where = "a schedule holds no time zone: put it in the job's timezone: key"
+	if len(fields) == 1 {
+		return baton.Invalid("schedule", "%q: %s (timezone: %s)", spec, where, zone)
+	}
+	return baton.Invalid("schedule", "%q: %s (timezone: %s) and write the schedule as %q", spec, where, zone, strings.Join(fields[1:], " "))
+}
+
 func parseMacro(spec, line string) (*Schedule, error) {
 	fields := strings.Fields(line)
 	name := strings.ToLower(fields[0])
@@ -162,6 +181,9 @@ func parseMacro(spec, line string) (*Schedule, error) {
 			return nil, baton.Invalid("schedule", "%q: the interval %q is under 1s", spec, fields[1])
 		}
 		return &Schedule{spec: spec, every: d}, nil
+	}
+	if name == "@reboot" {
+		return nil, baton.Invalid("schedule", "%q: baton has no @reboot yet: run the command at boot from a systemd unit (Type=oneshot, After=baton.service; baton run NAME -- COMMAND in it for a lease)", spec)
 	}
 	six, ok := macros[name]
 	if !ok || len(fields) != 1 {
