@@ -30,10 +30,13 @@ func instant(t testing.TB, s string) time.Time {
 	return v
 }
 
+// The policies as written, applied to wildcard schedules too, so that
+// `*/15 2 * * *` and `0 * * * *` show them; wildcard_test.go has what such
+// schedules do by default.
 var (
-	shiftOnce = cron.DST{Gap: cron.GapShift, Repeat: cron.RepeatOnce}
-	skipOnce  = cron.DST{Gap: cron.GapSkip, Repeat: cron.RepeatOnce}
-	shiftBoth = cron.DST{Gap: cron.GapShift, Repeat: cron.RepeatBoth}
+	shiftOnce = cron.DST{Gap: cron.GapShift, Repeat: cron.RepeatOnce, ApplyToWildcard: true}
+	skipOnce  = cron.DST{Gap: cron.GapSkip, Repeat: cron.RepeatOnce, ApplyToWildcard: true}
+	shiftBoth = cron.DST{Gap: cron.GapShift, Repeat: cron.RepeatBoth, ApplyToWildcard: true}
 )
 
 // Expected times are written in the zone's wall time with its offset, as a
@@ -211,6 +214,16 @@ func TestNextDay(t *testing.T) {
 		{"hourly, fall, both", "0 * * * *", "Europe/Berlin", "2026-10-25T00:00:00+02:00", shiftBoth, 25},
 		{"lord howe half hours, fall, both", "*/30 * * * *", "Australia/Lord_Howe", "2026-04-05T00:00:00+11:00", shiftBoth, 49},
 		{"lord howe half hours, spring, shift", "*/30 * * * *", "Australia/Lord_Howe", "2026-10-04T00:00:00+10:30", shiftOnce, 47},
+		// By default a wildcard schedule fires by real time: none in a gap,
+		// both passes of a repeat; a fixed-time one keeps the policy.
+		{"gap, wildcard", "*/15 2 * * *", "Europe/Berlin", "2026-03-29T00:00:00+01:00", cron.DST{}, 0},
+		{"hourly, spring, wildcard", "0 * * * *", "Europe/Berlin", "2026-03-29T00:00:00+01:00", cron.DST{}, 23},
+		{"hourly, fall, wildcard", "0 * * * *", "Europe/Berlin", "2026-10-25T00:00:00+02:00", cron.DST{}, 25},
+		{"every 20 min, fall, wildcard", "*/20 * * * *", "Europe/Berlin", "2026-10-25T00:00:00+02:00", cron.DST{}, 75},
+		{"every 20 min, fall, new york", "*/20 * * * *", "America/New_York", "2026-11-01T00:00:00-04:00", cron.DST{}, 75},
+		{"every 20 min, spring, new york", "*/20 * * * *", "America/New_York", "2026-03-08T00:00:00-05:00", cron.DST{}, 69},
+		{"repeat, fixed, default", "30 2 * * *", "Europe/Berlin", "2026-10-25T00:00:00+02:00", cron.DST{}, 1},
+		{"gap, fixed, default", "30 2 * * *", "Europe/Berlin", "2026-03-29T00:00:00+01:00", cron.DST{}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -258,6 +271,9 @@ func walk(t *testing.T, s *cron.Schedule, from, until time.Time, loc *time.Locat
 //     8760 − 1 = 8759.
 //   - GapSkip, RepeatOnce: the missing 02:00 does not fire. 8759.
 //   - RepeatBoth adds the second 02:00: 8760, one per real hour.
+//
+// That is with the policy applied to it as written (ApplyToWildcard): by
+// default `0 * * * *`, a wildcard schedule, fires every real hour: 8760.
 func TestYearHourly(t *testing.T) {
 	t.Parallel()
 	loc := zone(t, "Europe/Berlin")
@@ -274,7 +290,10 @@ func TestYearHourly(t *testing.T) {
 		{shiftOnce, 8759},
 		{skipOnce, 8759},
 		{shiftBoth, 8760},
-		{cron.DST{Gap: cron.GapSkip, Repeat: cron.RepeatBoth}, 8760},
+		{cron.DST{Gap: cron.GapSkip, Repeat: cron.RepeatBoth, ApplyToWildcard: true}, 8760},
+		// `0 * * * *` is a wildcard schedule: by default, every real hour
+		// whatever the policy.
+		{cron.DST{}, 8760},
 	} {
 		fires := walk(t, s, from, until, loc, tt.dst)
 		if len(fires) != tt.want {
@@ -290,7 +309,7 @@ func TestYearHourly(t *testing.T) {
 				t.Errorf("%+v: %s is not on the hour", tt.dst, f)
 			}
 		}
-		if tt.dst.Repeat == cron.RepeatBoth {
+		if tt.dst.Repeat == cron.RepeatBoth || !tt.dst.ApplyToWildcard {
 			for i := 1; i < len(fires); i++ {
 				if d := fires[i].Sub(fires[i-1]); d != time.Hour {
 					t.Errorf("%+v: %s after %s: %s apart, want every real hour", tt.dst, fires[i], fires[i-1], d)

@@ -14,10 +14,19 @@
 //   - Repeat: RepeatOnce (the default) fires a repeated wall time once, at its
 //     first (earlier) occurrence; RepeatBoth fires it at both.
 //
+// The policies are for fixed-time schedules. A wildcard schedule, one whose
+// minute or hour field is written starting with '*' (`*/20 * * * *`,
+// `0 * * * *`, `*/15 2 * * *`, @hourly), runs by real time, as Vixie cron
+// and cronie run such jobs: at both occurrences of a repeated wall time, so
+// that `*/20 * * * *` fires every 20 minutes through a fall-back night, and
+// not for the wall times of a gap, which a frequent job does not need to
+// catch up. DST.ApplyToWildcard applies the policies to wildcard schedules
+// too. A range is a fixed time: `0 1-3 * * *` keeps its policy.
+//
 // A tick is identified by its instant in UTC, so wall times that map to the
-// same instant are one tick: under GapShift, `*/15 2 * * *` fires once on the
-// spring day in Berlin (at 03:00), not four times, and `0 * * * *` fires once
-// at 03:00 although both 02:00 and 03:00 match.
+// same instant are one tick: under GapShift, `0,15,30,45 2 * * *` fires once
+// on the spring day in Berlin (at 03:00), not four times, and `0 2,3 * * *`
+// fires once at 03:00 although both 02:00 and 03:00 match.
 //
 // Schedules written `@every DURATION` are not wall-clock schedules: they fire
 // at the Unix epoch plus whole multiples of the duration, so DST never

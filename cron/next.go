@@ -32,10 +32,19 @@ const (
 
 // DST holds the policies for wall times that a DST change (or any change of
 // a zone's offset) removes or repeats. The zero value is GapShift,
-// RepeatOnce: every wall time fires exactly once.
+// RepeatOnce for fixed-time schedules: each of their wall times fires
+// exactly once. A wildcard schedule (see Schedule.Wildcard) runs by real
+// time instead, unless ApplyToWildcard is set.
 type DST struct {
 	Gap    GapPolicy
 	Repeat RepeatPolicy
+	// ApplyToWildcard applies Gap and Repeat to wildcard schedules too.
+	// Without it a wildcard schedule fires at every instant whose wall time
+	// it matches: at both occurrences of a repeated wall time, and never for
+	// a wall time in a gap (GapSkip, RepeatBoth), as Vixie cron and cronie
+	// run such jobs, so that `*/20 * * * *` keeps firing every 20 minutes
+	// of real time through a fall-back night.
+	ApplyToWildcard bool
 }
 
 // horizon is how far ahead Next looks. It is longer than the 8 years between
@@ -50,6 +59,9 @@ func (s *Schedule) Next(after time.Time, loc *time.Location, dst DST) time.Time 
 	after = after.Round(0) // compare instants, never monotonic readings
 	if s.every > 0 {
 		return nextEvery(after, s.every)
+	}
+	if s.wildcard && !dst.ApplyToWildcard {
+		dst.Gap, dst.Repeat = GapSkip, RepeatBoth
 	}
 	if loc == nil {
 		loc = time.UTC

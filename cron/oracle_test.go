@@ -2,6 +2,7 @@ package cron_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,13 +12,18 @@ import (
 // TestNextOracle compares Next with a brute force that reads every UTC
 // minute of a window in the zone, so that no reasoning about offsets is
 // shared with the engine: a wall time's instants are the minutes that read
-// as it, a gap's end is the first minute that reads later than it.
+// as it, a gap's end is the first minute that reads later than it. A
+// wildcard schedule (its minute or hour field written starting with '*', as
+// Vixie cron's MIN_STAR and HR_STAR) fires at every minute that reads as one
+// of its wall times unless the policy is applied to it (ApplyToWildcard):
+// in both passes of a repeat, never for a wall time in a gap.
 func TestNextOracle(t *testing.T) {
 	t.Parallel()
 	windows := []struct{ zone, from, until string }{
 		{"Europe/Berlin", "2026-03-28T00:00:00Z", "2026-03-31T00:00:00Z"},
 		{"Europe/Berlin", "2026-10-24T00:00:00Z", "2026-10-27T00:00:00Z"},
 		{"America/New_York", "2026-11-01T00:00:00Z", "2026-11-03T00:00:00Z"},
+		{"America/New_York", "2026-03-08T00:00:00Z", "2026-03-09T12:00:00Z"},
 		{"Australia/Lord_Howe", "2026-04-04T00:00:00Z", "2026-04-06T00:00:00Z"},
 		{"Australia/Lord_Howe", "2026-10-03T00:00:00Z", "2026-10-05T00:00:00Z"},
 		{"America/Santiago", "2026-04-04T00:00:00Z", "2026-04-06T12:00:00Z"}, // at midnight
@@ -25,8 +31,15 @@ func TestNextOracle(t *testing.T) {
 		{"Pacific/Apia", "2011-12-28T00:00:00Z", "2012-01-01T00:00:00Z"}, // 30 December 2011 never happened
 	}
 	specs := []string{"*/15 * * * *", "30 2 * * *", "0 0 * * *", "*/7 1-3 * * *", "0,30 * * * *",
-		"59 23 * * *", "45 1 * * *", "0 0 30 12 *", "10 0 * * *"}
-	policies := []cron.DST{{}, {Gap: cron.GapSkip}, {Repeat: cron.RepeatBoth}, {Gap: cron.GapSkip, Repeat: cron.RepeatBoth}}
+		"59 23 * * *", "45 1 * * *", "0 0 30 12 *", "10 0 * * *", "*/20 * * * *", "10 * * * *"}
+	// Each policy applied to every schedule, and the default, which is
+	// one of them for a fixed-time schedule and the same under any policy
+	// for a wildcard one.
+	policies := []cron.DST{{}}
+	for _, p := range []cron.DST{{}, {Gap: cron.GapSkip}, {Repeat: cron.RepeatBoth}, {Gap: cron.GapSkip, Repeat: cron.RepeatBoth}} {
+		p.ApplyToWildcard = true
+		policies = append(policies, p)
+	}
 	for _, win := range windows {
 		loc := zone(t, win.zone)
 		from, until := instant(t, win.from), instant(t, win.until)
@@ -51,19 +64,25 @@ func TestNextOracle(t *testing.T) {
 				}
 				matches = append(matches, w)
 			}
+			fields := strings.Fields(spec)
+			wildcard := strings.HasPrefix(fields[0], "*") || strings.HasPrefix(fields[1], "*")
 			for _, dst := range policies {
+				gap, repeat := dst.Gap, dst.Repeat
+				if wildcard && !dst.ApplyToWildcard {
+					gap, repeat = cron.GapSkip, cron.RepeatBoth
+				}
 				var want []time.Time
 				for _, w := range matches {
 					us := readings[w]
 					switch {
-					case len(us) == 0 && dst.Gap == cron.GapShift:
+					case len(us) == 0 && gap == cron.GapShift:
 						for _, u := range minutes {
 							if wallOf(u, loc).After(w) {
 								us = []time.Time{u}
 								break
 							}
 						}
-					case len(us) > 1 && dst.Repeat == cron.RepeatOnce:
+					case len(us) > 1 && repeat == cron.RepeatOnce:
 						us = us[:1]
 					}
 					for _, u := range us {

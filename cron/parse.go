@@ -20,12 +20,26 @@ type Schedule struct {
 	// either starts with '*', and when either matches otherwise.
 	domStar, dowStar bool
 
+	// wildcard records whether the minute or the hour field was written
+	// starting with '*' (Vixie cron's MIN_STAR and HR_STAR).
+	wildcard bool
+
 	// every is the interval of an @every schedule, zero for the others.
 	every time.Duration
 }
 
 // String returns the schedule as it was written.
 func (s *Schedule) String() string { return s.spec }
+
+// Wildcard reports whether s is a wildcard schedule, which runs by real time
+// through DST changes rather than by its DST policy: one whose minute or
+// hour field is written starting with '*' (`*/20 * * * *`, `0 * * * *`,
+// `*/15 2 * * *`, `*/5 * * * * *`, @hourly). This is Vixie cron's rule
+// (entry.c's MIN_STAR and HR_STAR, which cronie keeps): it reads how a field
+// is written, so a range such as `0 1-3 * * *`, even `0-59 0-23 * * *`, is a
+// fixed-time schedule, and the seconds and day fields do not count. @every
+// schedules are not wall-clock schedules and are never wildcard ones.
+func (s *Schedule) Wildcard() bool { return s.wildcard }
 
 // field describes one field of a cron line.
 type field struct {
@@ -103,12 +117,14 @@ func Parse(spec string) (*Schedule, error) {
 	if s.second, _, err = parseField(fields[0], secondField); err != nil {
 		return nil, err
 	}
-	if s.minute, _, err = parseField(fields[1], minuteField); err != nil {
+	var minuteStar, hourStar bool
+	if s.minute, minuteStar, err = parseField(fields[1], minuteField); err != nil {
 		return nil, err
 	}
-	if s.hour, _, err = parseField(fields[2], hourField); err != nil {
+	if s.hour, hourStar, err = parseField(fields[2], hourField); err != nil {
 		return nil, err
 	}
+	s.wildcard = minuteStar || hourStar
 	if s.dom, s.domStar, err = parseField(fields[3], domField); err != nil {
 		return nil, err
 	}

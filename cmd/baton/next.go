@@ -30,7 +30,7 @@ Sunday. When both day fields are restricted a day matches on either, as in
 Vixie cron: '0 0 13 * FRI' fires on every 13th and every Friday.
 
 DST: clocks that spring forward skip wall times, and clocks that fall back
-repeat them. The policies say what a schedule does then:
+repeat them. The policies say what a fixed-time schedule does then:
 
   --dst-gap shift    (default) a skipped wall time fires at the first instant
                      after the gap; all skipped times of one gap make one
@@ -47,6 +47,13 @@ becomes 02:00 on 2026-10-25. '30 2 * * *' then fires:
   spring, skip:  not on 2026-03-29; next 2026-03-30T02:30:00+02:00
   fall, once:    2026-10-25T02:30:00+02:00  2026-10-25T00:30:00Z
   fall, both:    that, and 2026-10-25T02:30:00+01:00  2026-10-25T01:30:00Z
+
+A wildcard schedule, whose minute or hour field starts with '*' ('*/20 * * * *',
+'0 * * * *', '*/15 2 * * *', @hourly), runs by real time whatever the flags,
+as in Vixie cron and cronie: at both occurrences of a repeated wall time, and
+not for wall times in a gap. A range ('0 1-3 * * *') is a fixed time.
+
+  baton next '*/20 * * * *' --tz Europe/Berlin --from 2026-10-25T00:30:00Z -n 4
 
 Exit status: 0 printed; 64 usage error (the message names the field at fault).
 `

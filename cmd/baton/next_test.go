@@ -22,6 +22,17 @@ func TestNext(t *testing.T) {
 			"2026-10-25T02:30:00+02:00  2026-10-25T00:30:00Z\n2026-10-26T02:30:00+01:00  2026-10-26T01:30:00Z\n"},
 		{"berlin fall, both", []string{"--dst-repeat", "both", "30 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-10-24T12:00:00+02:00", "-n", "2"},
 			"2026-10-25T02:30:00+02:00  2026-10-25T00:30:00Z\n2026-10-25T02:30:00+01:00  2026-10-25T01:30:00Z\n"},
+		// A wildcard schedule runs every 20 minutes of real time through the
+		// repeated hour (00:00Z-02:00Z), whatever --dst-repeat says.
+		{"berlin fall, every 20 min", []string{"*/20 * * * *", "--tz", "Europe/Berlin", "--from", "2026-10-25T00:30:00Z", "-n", "4", "--dst-repeat", "once"},
+			"2026-10-25T02:40:00+02:00  2026-10-25T00:40:00Z\n2026-10-25T02:00:00+01:00  2026-10-25T01:00:00Z\n" +
+				"2026-10-25T02:20:00+01:00  2026-10-25T01:20:00Z\n2026-10-25T02:40:00+01:00  2026-10-25T01:40:00Z\n"},
+		{"new york fall, every 20 min", []string{"*/20 * * * *", "--tz", "America/New_York", "--from", "2026-11-01T05:30:00Z", "-n", "3"},
+			"2026-11-01T01:40:00-04:00  2026-11-01T05:40:00Z\n2026-11-01T01:00:00-05:00  2026-11-01T06:00:00Z\n2026-11-01T01:20:00-05:00  2026-11-01T06:20:00Z\n"},
+		// … and not for wall times in a gap: 02:10 does not exist, and 03:00
+		// does not match.
+		{"berlin spring, hourly at :10", []string{"10 * * * *", "--tz", "Europe/Berlin", "--from", "2026-03-29T00:00:00Z", "-n", "2"},
+			"2026-03-29T01:10:00+01:00  2026-03-29T00:10:00Z\n2026-03-29T03:10:00+02:00  2026-03-29T01:10:00Z\n"},
 		{"utc, default count", []string{"@daily", "--tz", "UTC", "--from", "2026-01-01T00:00:00Z"},
 			"2026-01-02T00:00:00Z  2026-01-02T00:00:00Z\n2026-01-03T00:00:00Z  2026-01-03T00:00:00Z\n2026-01-04T00:00:00Z  2026-01-04T00:00:00Z\n" +
 				"2026-01-05T00:00:00Z  2026-01-05T00:00:00Z\n2026-01-06T00:00:00Z  2026-01-06T00:00:00Z\n"},
@@ -37,7 +48,7 @@ func TestNext(t *testing.T) {
 func TestNextJSON(t *testing.T) {
 	t.Parallel()
 	s := localStore(t)
-	r := s.run(t, "next", "*/15 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-03-29T00:00:00+01:00", "-n", "2", "--json")
+	r := s.run(t, "next", "0,15,30,45 2 * * *", "--tz", "Europe/Berlin", "--from", "2026-03-29T00:00:00+01:00", "-n", "2", "--json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
