@@ -50,6 +50,25 @@ func (r Report) HasErrors() bool {
 	return false
 }
 
+// SetupNeeded says whether the directory needs Tmpfiles or Install: it is
+// host scope and a check that they fix (exists, group, owner, mode) is not
+// ok. A directory that is as host scope wants it needs neither, whatever
+// else warns.
+func (r Report) SetupNeeded() bool {
+	if r.Tmpfiles == "" {
+		return false
+	}
+	for _, f := range r.Findings {
+		switch f.Check {
+		case "exists", "group", "owner", "mode":
+			if f.Level != LevelOK {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (r *Report) add(level, check, format string, args ...any) {
 	r.Findings = append(r.Findings, Finding{Level: level, Check: check, Message: fmt.Sprintf(format, args...)})
 }

@@ -499,3 +499,32 @@ func TestDoctorLinkedDir(t *testing.T) {
 		t.Errorf("checks went on past a dangling link:\n%s", dump(r))
 	}
 }
+
+// The tmpfiles.d line and install command make the directory with the
+// owner, group and mode host scope wants: they are a fix only when one of
+// those checks, or the directory's existence, is not ok. A warning they
+// cannot fix (t.TempDir is under /tmp, a cleaner's ground) asks for none.
+func TestDoctorSetupNeeded(t *testing.T) {
+	dir := t.TempDir()
+	chmod(t, dir, 0o2770)
+	stub(t, &lookupGroup, groupOf(t, dir))
+	if r := CheckDir(dir, ScopeHost, false); r.SetupNeeded() {
+		t.Errorf("SetupNeeded on a healthy directory:\n%s", dump(r))
+	}
+	chmod(t, dir, 0o770)
+	if r := CheckDir(dir, ScopeHost, false); !r.SetupNeeded() {
+		t.Errorf("SetupNeeded is false without the setgid bit:\n%s", dump(r))
+	}
+	chmod(t, dir, 0o2770)
+	stub(t, &lookupGroup, noGroup)
+	if r := CheckDir(dir, ScopeHost, false); !r.SetupNeeded() {
+		t.Errorf("SetupNeeded is false without group baton:\n%s", dump(r))
+	}
+	stub(t, &lookupGroup, groupOf(t, dir))
+	if r := CheckDir(filepath.Join(dir, "missing"), ScopeHost, false); !r.SetupNeeded() {
+		t.Errorf("SetupNeeded is false for a missing directory:\n%s", dump(r))
+	}
+	if r := CheckDir(dir, ScopeUser, false); r.SetupNeeded() {
+		t.Errorf("SetupNeeded in user scope, which has no tmpfiles.d line:\n%s", dump(r))
+	}
+}

@@ -71,9 +71,10 @@ Checks of doctor local:
                      host scope, warnings for files that are not
                      group-read-writable or not of the directory's group
 
-For host scope it then prints a tmpfiles.d(5) line that creates the directory
-at boot (put it in /etc/tmpfiles.d/baton.conf) and the equivalent install(1)
-command; user scope needs neither, as baton run creates its own directory.
+For host scope, when exists, group, owner or mode is not ok, it then prints a
+tmpfiles.d(5) line that creates the directory at boot (put it in
+/etc/tmpfiles.d/baton.conf) and the equivalent install(1) command; user scope
+needs neither, as baton run creates its own directory.
 
 doctor local checks the local store even when --db or $BATON_DB is set, and
 then says that baton run would use PostgreSQL instead.
@@ -319,6 +320,10 @@ func (c *DoctorCommand) print(r flock.Report) error {
 	}
 	if r.Tmpfiles == "" {
 		fmt.Fprintln(w, "\ntmpfiles.d: none needed for user scope; baton run creates the directory, mode 0700")
+		return nil
+	}
+	if !r.SetupNeeded() {
+		fmt.Fprintln(w, "\ntmpfiles.d: none needed; the directory, its group, owner and mode are as host scope wants")
 		return nil
 	}
 	fmt.Fprintf(w, "\ntmpfiles.d line, to create it at boot (in /etc/tmpfiles.d/baton.conf, then systemd-tmpfiles --create):\n  %s\nor now, as root:\n  %s\n", r.Tmpfiles, r.Install)
