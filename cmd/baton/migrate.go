@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
@@ -29,8 +31,9 @@ of its file. Safe to run from several hosts, or processes, at once. Other
 commands apply missing migrations by themselves on first use (baton.db is
 created and migrated by the first command that opens it: daemon, jobs,
 status, outbox, ...); run this to have schema changes happen at a time of
-your choosing, or with a more privileged role. Each step applied is logged
-on stderr at INFO; stdout says what was done and the version reached.
+your choosing, or with a more privileged role. stdout says what was done,
+one line a step, and the version reached; with --log-format or --log-level
+each step is logged on stderr too, as the daemon and the relay log them.
 
 Every command that opens the store to write checks, as this one does:
 
@@ -100,6 +103,8 @@ type MigrateCommand struct {
 	newEpoch bool
 	epoch    int64
 	repair   bool
+	logFmt   string
+	logLevel string
 }
 
 // Run applies the migrations.
@@ -111,6 +116,8 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.newEpoch, "new-epoch", false, "after a restore or a move to another cluster: start a new token epoch, above every token the schema holds (PostgreSQL)")
 	fs.Int64Var(&c.epoch, "epoch", 0, "with --new-epoch: the new epoch is at least this")
 	fs.BoolVar(&c.repair, "repair", false, "first restore the functions of baton's in the schema that were changed by hand or dropped, from this baton's migrations (PostgreSQL)")
+	fs.StringVar(&c.logFmt, "log-format", "", "log each step on stderr too: text, json, journal or auto (default: no log lines, or text with --log-level)")
+	fs.StringVar(&c.logLevel, "log-level", "", "log each step on stderr too, from this level: debug, info, warn or error (default: no log lines, or info with --log-format)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -118,9 +125,13 @@ func (c *MigrateCommand) Run(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return baton.Invalid("arguments", "baton migrate takes none, got %q", pos)
 	}
-	log, err := newLogger(c.env.Stderr, "text", "info", c.env.Getenv)
-	if err != nil {
-		return err
+	// stdout says each step to whoever ran this; log lines on stderr too
+	// would say each twice, so they come only when asked for.
+	var log *slog.Logger
+	if c.logFmt != "" || c.logLevel != "" {
+		if log, err = newLogger(c.env.Stderr, cmp.Or(c.logFmt, "text"), cmp.Or(c.logLevel, "info"), c.env.Getenv); err != nil {
+			return err
+		}
 	}
 	c.store.log = log
 	st, err := c.store.open(ctx, c.env, "migrate", false)
