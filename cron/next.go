@@ -74,7 +74,7 @@ func (s *Schedule) Next(after time.Time, loc *time.Location, dst DST) time.Time 
 	// the best so far, the rest of the repeat may still hold an earlier
 	// first occurrence. Elsewhere instants grow with wall time, and the first
 	// candidate is the answer.
-	var best, scanUntil time.Time
+	var best, scanUntil, skipTo time.Time
 	for {
 		var ok bool
 		if w, ok = s.nextWall(w, limit); !ok {
@@ -101,25 +101,40 @@ func (s *Schedule) Next(after time.Time, loc *time.Location, dst DST) time.Time 
 			if i == 1 {
 				// The repeat ends at most its length after w.
 				scanUntil = w.Add(r.instants[1].Sub(r.instants[0]))
+				// Only a first occurrence after after can come before
+				// best, and the wall times up to after's reading at the
+				// first occurrence's offset have none: an every-second
+				// schedule need not look at an hour of them on each call.
+				skipTo = after.UTC().Add(w.Sub(r.instants[0])).Truncate(time.Second)
 			} else {
 				scanUntil = w
 			}
 		}
 		w = w.Add(time.Second)
+		if w.Before(skipTo) {
+			w = skipTo
+		}
 	}
 }
 
 // earliestWall returns the earliest wall time (as a UTC time.Time holding
 // the civil reading) that can belong to an instant after after: after's own
-// reading, or an earlier one if the zone falls back next.
+// reading, or the reading at the start of the next zone period if that is
+// earlier (the zone falls back within the shift's length of after). Taking
+// the next period's offset from further away would start each call up to an
+// hour of wall time early, all summer: 3600 wall times to try for an
+// every-second schedule.
 func earliestWall(after time.Time, loc *time.Location) time.Time {
 	t := after.In(loc)
 	_, off := t.Zone()
+	w := after.UTC().Add(time.Duration(off) * time.Second)
 	if _, end := t.ZoneBounds(); !end.IsZero() {
 		_, next := end.Zone()
-		off = min(off, next)
+		if e := end.UTC().Add(time.Duration(next) * time.Second); e.Before(w) {
+			w = e
+		}
 	}
-	return after.UTC().Add(time.Duration(off) * time.Second).Truncate(time.Second)
+	return w.Truncate(time.Second)
 }
 
 // nextWall returns the first wall time at or after w (UTC-located, whole

@@ -62,3 +62,27 @@ func BenchmarkNextSeconds(b *testing.B) {
 		s.Next(at, time.UTC, DST{})
 	}
 }
+
+// An every-second schedule in a zone whose next change falls back (all
+// summer), and in the second pass of a repeat: each call looks at a few
+// wall times, not at the hour the fall-back repeats.
+func BenchmarkNextSecondsDST(b *testing.B) {
+	s, err := Parse("* * * * * *")
+	if err != nil {
+		b.Fatal(err)
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, at := range []time.Time{
+		time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC),
+		time.Date(2026, 10, 25, 1, 10, 0, 0, time.UTC),
+	} {
+		b.Run(at.Format(time.RFC3339), func(b *testing.B) {
+			for b.Loop() {
+				s.Next(at, berlin, DST{})
+			}
+		})
+	}
+}

@@ -88,6 +88,12 @@ func TestNextWildcard(t *testing.T) {
 			[]string{"00:59:59", "01:00:00", "01:00:01"}},
 		{"berlin fall, from the second pass", "*/20 * * * *", "Europe/Berlin", "2026-10-25T01:10:00Z", cron.DST{},
 			[]string{"01:20", "01:40", "02:00"}},
+		{"berlin fall, every second, from the second pass", "* * * * * *", "Europe/Berlin", "2026-10-25T01:10:00Z", cron.DST{},
+			[]string{"01:10:01", "01:10:02"}},
+		{"berlin fall, every second, the second pass's end", "* * * * * *", "Europe/Berlin", "2026-10-25T01:59:59Z", cron.DST{},
+			[]string{"02:00:00", "02:00:01"}},
+		{"berlin fall, both passes of 02:30:30, from the first", "30 30 2 * * *", "Europe/Berlin", "2026-10-25T00:30:30Z", cron.DST{Repeat: cron.RepeatBoth},
+			[]string{"01:30:30", "2026-10-26T01:30:30Z"}},
 
 		// Europe/Berlin, 2026-03-29: 02:00 CET (01:00Z) becomes 03:00 CEST.
 		{"berlin spring, every 20 min", "*/20 * * * *", "Europe/Berlin", "2026-03-29T00:10:00Z", cron.DST{},
@@ -160,5 +166,53 @@ func TestNextWildcard(t *testing.T) {
 				t.Errorf("%q in %s from %s, %+v:\n got %v\nwant %v", tt.spec, tt.zone, tt.from, tt.dst, got, want)
 			}
 		})
+	}
+}
+
+// TestNextWildcardRealTime walks the DST nights of Berlin and New York and
+// of Lord Howe (whose clocks move by 30 minutes) with wildcard schedules
+// whose step divides the shift: each fire is exactly one step of real time
+// after the one before, as if the zone had no DST, for schedules with
+// seconds too.
+func TestNextWildcardRealTime(t *testing.T) {
+	t.Parallel()
+	nights := []struct{ zone, from string }{
+		{"Europe/Berlin", "2026-10-24T22:00:00Z"},
+		{"Europe/Berlin", "2026-03-28T22:00:00Z"},
+		{"America/New_York", "2026-11-01T03:00:00Z"},
+		{"America/New_York", "2026-03-08T04:00:00Z"},
+		{"Australia/Lord_Howe", "2026-04-04T13:00:00Z"},
+		{"Australia/Lord_Howe", "2026-10-03T13:00:00Z"},
+	}
+	steps := []struct {
+		spec string
+		step time.Duration
+	}{
+		{"*/20 * * * *", 20 * time.Minute},
+		{"*/30 * * * *", 30 * time.Minute},
+		{"*/10 * * * * *", 10 * time.Second},
+	}
+	for _, n := range nights {
+		loc := zone(t, n.zone)
+		from := instant(t, n.from)
+		for _, st := range steps {
+			if n.zone == "Australia/Lord_Howe" && 30*time.Minute%st.step != 0 {
+				continue
+			}
+			s, err := cron.Parse(st.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fires := walk(t, s, from.Add(-time.Nanosecond), from.Add(6*time.Hour), loc, cron.DST{})
+			if want := int(6 * time.Hour / st.step); len(fires) != want {
+				t.Errorf("%s %q from %s: %d fires, want %d", n.zone, st.spec, n.from, len(fires), want)
+			}
+			for i := 1; i < len(fires); i++ {
+				if d := fires[i].Sub(fires[i-1]); d != st.step {
+					t.Errorf("%s %q: %s after %s: %s apart, want %s", n.zone, st.spec, fires[i], fires[i-1], d, st.step)
+					break
+				}
+			}
+		}
 	}
 }
