@@ -135,6 +135,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 			d.release(term, log)
 			return
 		}
+		from := prev
 		prev, attempts = term.Owner, attempt
 		began := time.Now()
 		ending, survivors := d.execute(j, c.Tick, term, sent, attempt, runLag(j, c.Tick, attempt, time.Now()), log)
@@ -142,7 +143,7 @@ func (d *Daemon) handle(ctx context.Context, c Claim) {
 		if ending.Outcome != baton.OutcomeSucceeded && ending.Outcome != baton.OutcomeFenced && ending.Outcome != baton.OutcomeUnknown && attempt <= j.Retries.Count {
 			ending.RetryAfter = Backoff(j, attempt)
 		}
-		ok, err = d.record(ctx, c.Tick, term, ending, len(survivors) == 0, log)
+		ok, err = d.record(ctx, c.Tick, from, term, ending, len(survivors) == 0, log)
 		if ending.RetryAfter == 0 || err != nil || !ok {
 			return
 		}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,7 +26,12 @@ import (
 // another daemon's takeover decides. It returns false when the tick was
 // taken over meanwhile: the takeover decided the tick, and the attempt's
 // own record, and the tick's reason, say how the run really ended.
-func (d *Daemon) record(ctx context.Context, t baton.Tick, term *baton.Term, ending Ending, release bool, log *slog.Logger) (ok bool, err error) {
+//
+// An attempt whose start the store lost (a failover that lost the last
+// commits: the tick is open, and from, the attempt before this one, is
+// still its current one) is recorded then, start and ending together, so
+// that the run that happened is in the record and is not run again.
+func (d *Daemon) record(ctx context.Context, t baton.Tick, from string, term *baton.Term, ending Ending, release bool, log *slog.Logger) (ok bool, err error) {
 	call := finishCall{tick: t, runID: term.Owner, ending: ending}
 	if release {
 		call.release = term
@@ -51,6 +57,9 @@ func (d *Daemon) record(ctx context.Context, t baton.Tick, term *baton.Term, end
 		log.Info("recorded the outcome after the store came back", "outcome", ending.Outcome, "tries", tries)
 	}
 	if !f.ok {
+		f.ok = d.recordLostStart(t, from, term, ending, log)
+	}
+	if !f.ok {
 		log.Warn("the tick was taken over while it ran; its outcome is the other daemon's", "outcome", ending.Outcome)
 		if ending.ExitCode != nil {
 			d.amendTakenOver(t, term.Owner, *ending.ExitCode, log)
@@ -60,6 +69,28 @@ func (d *Daemon) record(ctx context.Context, t baton.Tick, term *baton.Term, end
 		d.releaseRetrying(term, f.releaseErr, log)
 	}
 	return f.ok, nil
+}
+
+// recordLostStart records the attempt under term, started from the attempt
+// from, with its ending, if the store lost its start; it says whether it
+// did.
+func (d *Daemon) recordLostStart(t baton.Tick, from string, term *baton.Term, ending Ending, log *slog.Logger) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	const lost = "its start was lost with the store's last commits (a failover?) and recorded as it ended"
+	if ending.Reason == "" {
+		ending.Reason = lost
+	} else {
+		ending.Reason += "; " + lost
+	}
+	ok, err := d.Store.RecordLostStart(ctx, t, from, d.ID, d.Host, term, ending)
+	if err != nil {
+		log.Warn("cannot record the attempt whose start the store lost", "err", err)
+	}
+	if ok {
+		log.Warn("the store had lost the attempt's start (a failover?); recorded it with its ending", "outcome", ending.Outcome, "token", term.Token)
+	}
+	return ok
 }
 
 // amendTakenOver adds to the reason of a tick that another daemon's
@@ -92,6 +123,24 @@ func (d *Daemon) releaseRetrying(term *baton.Term, first error, log *slog.Logger
 		}
 	}
 	log.Warn("cannot release the lease; it has expired by itself", "lease", term.Job, "token", term.Token)
+}
+
+// RecordLostStart records attempt term of tick t, started from the attempt
+// from, with its ending e, when the store lost its start (a failover lost
+// the last commits): only if the tick is open and from is still its
+// current attempt (compare-and-set, as StartAttempt). It returns whether it
+// did.
+func (s *Store) RecordLostStart(ctx context.Context, t baton.Tick, from, daemon, host string, term *baton.Term, e Ending) (bool, error) {
+	var ok bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		attempt, err := s.start(ctx, tx, t, from, daemon, host, term, false)
+		if err != nil || attempt == 0 {
+			return err
+		}
+		ok, err = s.finish(ctx, tx, t, term.Owner, e)
+		return err
+	})
+	return ok, err
 }
 
 // AmendTakenOver adds note to the reason of tick t when another daemon's

@@ -63,3 +63,49 @@ func TestAmendTakenOver(t *testing.T) {
 		}
 	})
 }
+
+// An attempt whose start the store lost (the tick is open, and the attempt
+// before it still its current one) is recorded with its ending, once; not
+// over an attempt that another daemon started meanwhile.
+func TestRecordLostStart(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		jobs := []baton.Job{job("lost-start", "0 0 1 1 *", "true"), job("lost-other", "0 0 1 1 *", "true")}
+		if _, err := e.store.Publish(ctx, jobs, "h", nil); err != nil {
+			t.Fatal(err)
+		}
+		makeDue(t, e)
+		claims, err := e.store.ClaimDue(ctx, "d", time.Minute, 10)
+		if err != nil || len(claims) != 2 {
+			t.Fatalf("claimed %d, %v", len(claims), err)
+		}
+		code := 0
+		for _, c := range claims {
+			term := &baton.Term{Job: c.Tick.Job, Owner: "lost-" + c.Tick.Job, Token: 9}
+			if c.Tick.Job == "lost-other" {
+				// Another daemon started an attempt of its own meanwhile.
+				other := &baton.Term{Job: c.Tick.Job, Owner: "other", Token: 10}
+				if _, ok, err := e.store.StartAttempt(ctx, c.Tick, c.RunID, "d2", "h2", other); err != nil || !ok {
+					t.Fatalf("start: %v %v", ok, err)
+				}
+			}
+			for i := range 2 {
+				ok, err := e.store.RecordLostStart(ctx, c.Tick, c.RunID, "d", "h", term, scheduler.Ending{Outcome: baton.OutcomeSucceeded, ExitCode: &code})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := c.Tick.Job == "lost-start" && i == 0; ok != want {
+					t.Errorf("%s, call %d: recorded %v, want %v", c.Tick.Job, i+1, ok, want)
+				}
+			}
+		}
+		tr := ticksOf(t, e, "lost-start")[0]
+		atts, err := e.store.Attempts(ctx, tr.Job, tr.At)
+		if tr.State != baton.TickDone || tr.Outcome != baton.OutcomeSucceeded || tr.Token != 9 || err != nil || len(atts) != 1 || atts[0].Outcome != baton.OutcomeSucceeded {
+			t.Errorf("the lost start's tick: %s %s token %d; attempts %+v, %v", tr.State, tr.Outcome, tr.Token, atts, err)
+		}
+		if other := ticksOf(t, e, "lost-other")[0]; other.State != baton.TickRunning || other.Token != 10 {
+			t.Errorf("the other daemon's tick: %s token %d", other.State, other.Token)
+		}
+	})
+}
