@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -322,10 +321,12 @@ func ShellCommand(s string) []string { return ShellCommandWith(DefaultShell, s) 
 // ShellCommandWith is how a job file's shell string runs under shell.
 func ShellCommandWith(shell, s string) []string { return []string{shell, "-c", s} }
 
-// CommandString shows a job's command for people.
+// CommandString shows a job's command for people: a job file's shell
+// string as it was written, an argv as a shell would read it back
+// (ShellQuote).
 func (j Job) CommandString() string {
 	if j.Shell && len(j.Command) == 3 {
 		return j.Command[2]
 	}
-	return strings.Join(j.Command, " ")
+	return ShellQuote(j.Command...)
 }

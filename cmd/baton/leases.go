@@ -128,7 +128,7 @@ func note(l baton.Lease) string {
 		if own {
 			continue
 		}
-		s := fmt.Sprintf("pid %d (%s)", p.PID, shorten(strings.Join(p.Argv, " "), 40))
+		s := fmt.Sprintf("pid %d (%s)", p.PID, shorten(baton.ShellQuote(p.Argv...), 40))
 		if p.HoldsLock {
 			locking = append(locking, s)
 		} else {
