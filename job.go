@@ -275,8 +275,9 @@ type TickRecord struct {
 	State    string    `json:"state"`             // pending, queued, running, done
 	Outcome  Outcome   `json:"outcome,omitempty"` // set when done
 	Attempts int       `json:"attempts"`
-	Host     string    `json:"host,omitempty"`  // daemon host of the last attempt
-	Token    int64     `json:"token,omitempty"` // fencing token of the last attempt
+	Host     string    `json:"host,omitempty"`   // daemon host of the last attempt
+	Daemon   string    `json:"daemon,omitempty"` // id of the daemon of the last attempt (one host may run several)
+	Token    int64     `json:"token,omitempty"`  // fencing token of the last attempt
 	RunID    string    `json:"run_id,omitempty"`
 	Started  time.Time `json:"started,omitzero"`
 	Ended    time.Time `json:"ended,omitzero"`

@@ -1143,7 +1143,7 @@ func (s *Store) Ticks(ctx context.Context, job string, limit int) ([]baton.TickR
 		var outcome string
 		var exit sql.NullInt64
 		if err := rows.Scan(&r.Tick.Job, &at, &r.Version, &r.Kind, &r.State, &outcome, &r.Reason, &r.Attempts,
-			&r.Host, &r.Token, &r.RunID, &started, &ended, &exit, &r.Output); err != nil {
+			&r.Host, &r.Daemon, &r.Token, &r.RunID, &started, &ended, &exit, &r.Output); err != nil {
 			return nil, s.translate(err, "listing ticks")
 		}
 		r.At, r.Started, r.Ended, r.Outcome = at.Time, started.Time, ended.Time, baton.Outcome(outcome)

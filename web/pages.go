@@ -347,6 +347,14 @@ var funcs = template.FuncMap{
 	},
 	"notifications": func(job string) string { return "/outbox?key=" + url.QueryEscape(job+"/") },
 	"command":       func(j baton.Job) string { return secretInURL.ReplaceAllString(j.CommandString(), "${1}xxxxx@") },
+	// daemonShort is a daemon's id without its host's name, which a
+	// daemon's id starts with: what tells apart the daemons of one host.
+	"daemonShort": func(host, id string) string {
+		if short, ok := strings.CutPrefix(id, host+"-"); ok && host != "" && short != "" {
+			return short
+		}
+		return id
+	},
 	"holder": func(h baton.Holder) string {
 		if h.Host == "" && h.PID == 0 {
 			return "-"

@@ -1,6 +1,7 @@
-select job, tick_at, version, kind, state, coalesce(outcome, ''), reason, attempts,
-       host, token, run_id, started_at, ended_at, exit_code, output
-from @schema@.ticks
-where (cast($1 as text) = '' or job = $1)
-order by tick_at desc, job
+select t.job, t.tick_at, t.version, t.kind, t.state, coalesce(t.outcome, ''), t.reason, t.attempts,
+       t.host, coalesce(a.daemon, ''), t.token, t.run_id, t.started_at, t.ended_at, t.exit_code, t.output
+from @schema@.ticks t
+left join @schema@.attempts a on a.job = t.job and a.tick_at = t.tick_at and a.attempt = t.attempts
+where (cast($1 as text) = '' or t.job = $1)
+order by t.tick_at desc, t.job
 limit $2
