@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/batonhq/baton"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,7 +108,7 @@ func CheckDir(dir, scope string, create bool) Report {
 	dir = r.Dir
 	if scope == ScopeHost {
 		r.Tmpfiles = fmt.Sprintf("d %s 2770 root %s -", tmpfilesQuote(dir), HostGroup)
-		r.Install = fmt.Sprintf("install -d -m 2770 -g %s %s", HostGroup, shellQuote(dir))
+		r.Install = fmt.Sprintf("install -d -m 2770 -g %s %s", HostGroup, baton.ShellQuote(dir))
 	}
 
 	if target, ok, exists := linkTarget(dir); ok {
@@ -240,14 +241,14 @@ func (r *Report) checkOwner(st *unix.Stat_t) {
 	owner, group := userName(st.Uid), groupName(st.Gid)
 	if r.Scope == ScopeUser {
 		if uid := geteuid(); int(st.Uid) != uid {
-			r.add(LevelWarn, "owner", "owned by %s, not by you (%s): that user can delete or replace your lock files; chown %s %s, or choose another --lock-dir", owner, userName(uint32(uid)), userName(uint32(uid)), shellQuote(r.Dir))
+			r.add(LevelWarn, "owner", "owned by %s, not by you (%s): that user can delete or replace your lock files; chown %s %s, or choose another --lock-dir", owner, userName(uint32(uid)), userName(uint32(uid)), baton.ShellQuote(r.Dir))
 			return
 		}
 		r.add(LevelOK, "owner", "owner %s, group %s", owner, group)
 		return
 	}
 	if g, err := lookupGroup(HostGroup); err == nil && g.Gid != strconv.Itoa(int(st.Gid)) {
-		r.add(LevelWarn, "owner", "group is %s, not %s, so members of %s cannot create lock files here: chgrp %s %s", group, HostGroup, HostGroup, HostGroup, shellQuote(r.Dir))
+		r.add(LevelWarn, "owner", "group is %s, not %s, so members of %s cannot create lock files here: chgrp %s %s", group, HostGroup, HostGroup, HostGroup, baton.ShellQuote(r.Dir))
 		return
 	}
 	r.add(LevelOK, "owner", "owner %s, group %s", owner, group)
@@ -255,7 +256,7 @@ func (r *Report) checkOwner(st *unix.Stat_t) {
 
 func (r *Report) checkMode(mode uint32) {
 	perm := mode & 0o7777
-	dir := shellQuote(r.Dir)
+	dir := baton.ShellQuote(r.Dir)
 	sticky := mode&unix.S_ISVTX != 0
 	before := len(r.Findings)
 	if perm&0o002 != 0 && !sticky {
@@ -401,7 +402,7 @@ func (r *Report) checkLockFiles(dirSt *unix.Stat_t) {
 			corrupt = append(corrupt, e.Name())
 		}
 	}
-	dir := shellQuote(r.Dir)
+	dir := baton.ShellQuote(r.Dir)
 	if len(odd) > 0 {
 		r.add(LevelError, "lock-files", "%d of %d lock files are not regular files, so baton run fails for their jobs: %s. baton makes no such thing: find out what did, then move them away", len(odd), n, list(odd))
 	}
@@ -505,7 +506,7 @@ func linkTarget(dir string) (target string, isLink, exists bool) {
 
 // linkAdvice is what to do about a lock directory named by a link to target.
 func linkAdvice(target string) string {
-	return "name the directory itself (--lock-dir " + shellQuote(target) + ", or BATON_LOCK_DIR), or replace the link with a directory"
+	return "name the directory itself (--lock-dir " + baton.ShellQuote(target) + ", or BATON_LOCK_DIR), or replace the link with a directory"
 }
 
 // resolve returns dir with the symbolic links of its existing part resolved.
@@ -537,21 +538,6 @@ func groupName(gid uint32) string {
 		return g.Name
 	}
 	return id
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	safe := s != ""
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-+:@%,=", c)) {
-			safe = false
-			break
-		}
-	}
-	if safe {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // tmpfilesQuote quotes a path for tmpfiles.d(5), which splits fields on

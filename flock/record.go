@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/batonhq/baton"
 	"golang.org/x/sys/unix"
 )
 
@@ -174,5 +175,5 @@ func writeState(f *os.File, st state, sync bool) error {
 func repairHint(path string) string {
 	return fmt.Sprintf("when no run of it is going, write the last token it handed out (or any higher one) as its record, "+
 		"e.g. echo '{\"token\":N}' > %s; the last token is in its runs' BATON_FENCING_TOKEN, `baton daemon` history and "+
-		"the fence marks it wrote. Do not remove the file: that restarts the token at 1", shellQuote(path))
+		"the fence marks it wrote. Do not remove the file: that restarts the token at 1", baton.ShellQuote(path))
 }

@@ -27,9 +27,9 @@ func hostSetup(dir string) string {
 	var st unix.Stat_t
 	switch err := unix.Stat(dir, &st); {
 	case err != nil:
-		steps = append(steps, "install -d -m 2770 -g "+HostGroup+" "+shellQuote(dir))
+		steps = append(steps, "install -d -m 2770 -g "+HostGroup+" "+baton.ShellQuote(dir))
 	case g == nil || strconv.FormatUint(uint64(st.Gid), 10) != g.Gid || st.Mode&0o2070 != 0o2070:
-		steps = append(steps, "chgrp "+HostGroup+" "+shellQuote(dir), "chmod 2770 "+shellQuote(dir))
+		steps = append(steps, "chgrp "+HostGroup+" "+baton.ShellQuote(dir), "chmod 2770 "+baton.ShellQuote(dir))
 	}
 	uid := os.Getuid()
 	name := userName(uint32(uid))
@@ -60,10 +60,10 @@ func hostSetup(dir string) string {
 	}
 	setup := "baton setup local"
 	if dir != HostDir {
-		setup += " --lock-dir " + shellQuote(dir)
+		setup += " --lock-dir " + baton.ShellQuote(dir)
 	}
 	if slices.ContainsFunc(steps, func(s string) bool { return strings.HasPrefix(s, "usermod ") }) {
-		setup += " --user " + shellQuote(name)
+		setup += " --user " + baton.ShellQuote(name)
 	}
 	return "as root, once: " + setup + " (by hand: " + strings.Join(steps, " && ") + ")" + then
 }
@@ -151,7 +151,7 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 	}
 	switch {
 	case errors.Is(statErr, unix.ENOENT):
-		err := do("install -d -m 2770 -g "+group+" "+shellQuote(dir), func() error {
+		err := do("install -d -m 2770 -g "+group+" "+baton.ShellQuote(dir), func() error {
 			if err := os.MkdirAll(path.Dir(dir), 0o755); err != nil {
 				return baton.Wrap(baton.EUNAVAILABLE, err, "creating %s", path.Dir(dir))
 			}
@@ -166,7 +166,7 @@ func SetupHost(dir, group string, users []string, dryRun bool) ([]SetupStep, err
 	default:
 		want, err := gid()
 		if (err != nil && dryRun) || (err == nil && int(st.Gid) != want) || st.Mode&0o7777 != 0o2770 {
-			err := do("chgrp "+group+" "+shellQuote(dir)+" && chmod 2770 "+shellQuote(dir), func() error { return ownAndMode(dir, gid) })
+			err := do("chgrp "+group+" "+baton.ShellQuote(dir)+" && chmod 2770 "+baton.ShellQuote(dir), func() error { return ownAndMode(dir, gid) })
 			if err != nil {
 				return steps, err
 			}
