@@ -18,8 +18,8 @@
 //	retries              0
 //	retries.backoff      10s, when retries.count > 0
 //	retries.max_backoff  32 × retries.backoff, when retries.count > 0
-//	dst.gap              shift
-//	dst.repeat           once
+//	dst.gap              shift (fixed-time schedules; a wildcard one runs by real time)
+//	dst.repeat           once  (likewise)
 //	paused               false
 //	history.keep         1000
 //	history.max_age      720h (30 days)
