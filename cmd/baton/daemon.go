@@ -46,7 +46,7 @@ Each run gets BATON_JOB, BATON_TICK (the tick's instant, RFC 3339 UTC),
 BATON_IDEMPOTENCY_KEY (JOB/TICK, the same on every retry and after a
 takeover), BATON_FENCING_TOKEN, BATON_RUN_ID, BATON_ATTEMPT and
 BATON_LEASE_TTL in its environment, and BATON_DB without its password
-(no PGPASSWORD) unless --pass-db-password (see docs/JOBS.md).
+(no PGPASSWORD) unless --pass-db-password (see baton-jobs(5)).
 
 Signals: HUP reloads the job file (an invalid file, or one without jobs, is
 reported and the old one kept; each job the new file no longer has is
