@@ -50,18 +50,25 @@ type Job struct {
 	Output string `json:"output,omitempty"`
 }
 
-// Notification kinds: a run's outcome, or the first success after
-// notified failures.
+// Notification kinds: a run's outcome, the first success after notified
+// failures, or a run that wrote output (whatever its outcome, as cron
+// mails a job's output).
 const (
 	NotifyRecovered = "recovered"
+	NotifyOutput    = "output"
 )
 
-// NotifyKinds are the kinds a Notify may list in On, in the order docs
-// list them.
+// NotifyKinds are the kinds a Notify lists when a rule names none
+// (notify: true), in the order docs list them.
 var NotifyKinds = []string{
 	string(OutcomeFailed), string(OutcomeTimedOut), string(OutcomeLostLease),
 	string(OutcomeUnknown), string(OutcomeFenced), NotifyRecovered,
 }
+
+// NotifyAllKinds are the kinds a Notify may list in On: NotifyKinds and
+// NotifyOutput, which a rule only has when it names it (every run of most
+// jobs writes something).
+var NotifyAllKinds = append(slices.Clone(NotifyKinds), NotifyOutput)
 
 // Notify says which of a job's tick outcomes become notifications: an
 // outcome listed in On, once the job has failed After times in a row

@@ -1179,12 +1179,12 @@ func (p *parser) fileNotify(v *yaml.Node, field string) {
 func (p *parser) notifyRule(key string, v *yaml.Node, field string, n *baton.Notify) {
 	switch key {
 	case "on":
-		if !p.kind(v, field, yaml.SequenceNode, "a list of "+list(baton.NotifyKinds)) {
+		if !p.kind(v, field, yaml.SequenceNode, "a list of "+list(baton.NotifyAllKinds)) {
 			return
 		}
 		n.On = []string{}
 		for i, k := range v.Content {
-			if kind, ok := p.oneOf(k, fmt.Sprintf("%s[%d]", field, i), baton.NotifyKinds...); ok && !slices.Contains(n.On, kind) {
+			if kind, ok := p.oneOf(k, fmt.Sprintf("%s[%d]", field, i), baton.NotifyAllKinds...); ok && !slices.Contains(n.On, kind) {
 				n.On = append(n.On, kind)
 			}
 		}

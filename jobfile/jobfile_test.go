@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -702,8 +703,17 @@ jobs:
 	if f.Jobs[1].Notify != nil {
 		t.Errorf("a job without notify got %+v", f.Jobs[1].Notify)
 	}
+	// output is a kind a rule names: notify: true does not send every
+	// run's output.
+	f, err = jobfile.Parse("jobs.yaml", []byte("jobs:\n  - {name: a, schedule: \"@hourly\", command: \"date\", notify: {on: [output, failed]}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := f.Jobs[0].Notify; n == nil || !reflect.DeepEqual(n.On, []string{"output", "failed"}) || slices.Contains(baton.NotifyKinds, "output") {
+		t.Errorf("notify: {on: [output, failed]} gave %+v (defaults %q)", n, baton.NotifyKinds)
+	}
 	for _, c := range []struct{ yaml, want string }{
-		{"notify: {on: [failed, crashed]}\njobs: []\n", "jobs.yaml:1:23: notify.on[1]: want failed, timed-out, lost-lease, unknown, fenced or recovered"},
+		{"notify: {on: [failed, crashed]}\njobs: []\n", "jobs.yaml:1:23: notify.on[1]: want failed, timed-out, lost-lease, unknown, fenced, recovered or output"},
 		{"jobs:\n  - {name: a, schedule: \"@hourly\", command: \"true\", notify: {after: 0}}\n", "jobs.yaml:2:69: jobs[0](a).notify.after: want a count of failures in a row from 1 to 1000, not 0"},
 		{"notify: {link: ftp://x}\njobs: []\n", "jobs.yaml:1:16: notify.link: want an http:// or https:// URL"},
 		{"notify: {sinc: noop:}\njobs: []\n", "notify.sinc: unknown key; did you mean sink?"},

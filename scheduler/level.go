@@ -29,8 +29,10 @@ import (
 // Level 3 adds stdin (text given to the command) and finds a list-form
 // command on the PATH of the job's env when it sets one: a level-2 daemon
 // would run such a job with no input, or look its command up on its own
-// PATH. A shell other than /bin/sh needs no level: the command it makes
-// ([shell, "-c", string]) is stored as it runs.
+// PATH; and the notify kind output (a run that wrote output notifies,
+// whatever its outcome), which a level-2 daemon would never send. A shell
+// other than /bin/sh needs no level: the command it makes ([shell, "-c",
+// string]) is stored as it runs.
 const FeatureLevel = 3
 
 // feature is a part of job semantics and the level that brought it.
@@ -50,6 +52,7 @@ var features = []feature{
 	{2, "notify: run notifications through the outbox", func(j baton.Job) bool { return j.Notify != nil }},
 	{2, "output: log or discard", func(j baton.Job) bool { return j.Output == baton.OutputLog || j.Output == baton.OutputDiscard }},
 	{3, "stdin: text given to the command", func(j baton.Job) bool { return j.Stdin != "" }},
+	{3, "notify on output: a run that wrote output notifies", func(j baton.Job) bool { return j.Notify.Wants(baton.NotifyOutput) }},
 	{3, "a list-form command found on the PATH of the job's env", func(j baton.Job) bool {
 		_, path := j.Env["PATH"]
 		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")

@@ -29,6 +29,8 @@ func TestNeeds(t *testing.T) {
 	onPath := baton.Job{Name: "on-path", Schedule: "@every 1m", Command: []string{"report", "--daily"}, Env: map[string]string{"PATH": "/opt/report/bin"}}
 	absolute := onPath
 	absolute.Name, absolute.Command = "absolute", []string{"/opt/report/bin/report"}
+	mailed := job("mailed", "* * * * *", "date")
+	mailed.Notify = &baton.Notify{On: []string{"failed", "output"}, After: 1}
 	for _, c := range []struct {
 		j    baton.Job
 		want int
@@ -42,6 +44,7 @@ func TestNeeds(t *testing.T) {
 		{bashed, 1},
 		{onPath, 3},
 		{absolute, 1},
+		{mailed, 3},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {

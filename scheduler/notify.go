@@ -65,6 +65,34 @@ type Notification struct {
 	IdempotencyKey      string        `json:"idempotency_key"`
 }
 
+// noticeKind is the kind of notification that an ending with outcome o
+// makes under rule, and the failures in a row it counts, when the job had
+// failed before times in a row; "" for none. An outcome the rule lists
+// notifies once the job has failed rule.After times in a row, counting
+// this one; "recovered", a success right after such a row. Skips neither
+// count nor break a row. Otherwise "output", when the rule lists it and
+// the run wrote output, whatever its outcome (one notification a tick: an
+// outcome's carries the output too).
+func noticeKind(rule baton.Notify, o baton.Outcome, before int, wrote bool) (string, int) {
+	after := max(rule.After, 1)
+	fails := o.Failed()
+	switch {
+	case fails && rule.Wants(string(o)) && before+1 >= after:
+		return string(o), before + 1
+	case o == baton.OutcomeSucceeded && rule.Wants(baton.NotifyRecovered) && before >= after:
+		return baton.NotifyRecovered, before
+	case wrote && rule.Wants(baton.NotifyOutput):
+		if fails {
+			return baton.NotifyOutput, before + 1
+		}
+		if o == baton.OutcomeSucceeded {
+			return baton.NotifyOutput, 0
+		}
+		return baton.NotifyOutput, before
+	}
+	return "", 0
+}
+
 // NotifyKey is a notification's outbox key: one per tick, attempt and
 // kind, so a retried Finish or a takeover never notifies twice.
 func NotifyKey(t baton.Tick, attempt int, kind string) string {
@@ -72,19 +100,15 @@ func NotifyKey(t baton.Tick, attempt int, kind string) string {
 }
 
 // notify enqueues, in tx, the notification the tick's outcome e makes
-// under its job's rule, if any: an outcome the rule lists once the job
-// has failed Rule.After times in a row, counting this one; "recovered",
-// a success right after such a row. Skips neither count nor break a row.
+// under its job's rule, if any (noticeKind says which).
 func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) error {
 	n := e.Notice
 	if n == nil || e.RetryAfter > 0 {
 		return nil
 	}
 	fails := e.Outcome.Failed()
-	if !fails && e.Outcome != baton.OutcomeSucceeded {
-		return nil // a skip
-	}
-	if fails && !n.Rule.Wants(string(e.Outcome)) || !fails && !n.Rule.Wants(baton.NotifyRecovered) {
+	if !(fails && n.Rule.Wants(string(e.Outcome))) && !(e.Outcome == baton.OutcomeSucceeded && n.Rule.Wants(baton.NotifyRecovered)) &&
+		!(e.Output != "" && n.Rule.Wants(baton.NotifyOutput)) {
 		return nil
 	}
 	after := max(n.Rule.After, 1)
@@ -110,14 +134,9 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) 
 	if err := rows.Err(); err != nil {
 		return s.translate(err, "reading the recent outcomes of "+t.Job)
 	}
-	kind, row := string(e.Outcome), before+1
-	switch {
-	case fails && row < after:
+	kind, row := noticeKind(n.Rule, e.Outcome, before, e.Output != "")
+	if kind == "" {
 		return nil
-	case !fails && before < after:
-		return nil // no row of failures (long enough to notify) to recover from
-	case !fails:
-		kind, row = baton.NotifyRecovered, before
 	}
 	out := e.Output
 	limit := n.OutputMax
