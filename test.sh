@@ -44,6 +44,10 @@ command -v git >/dev/null || missing+=(git)
 command -v zsh >/dev/null || missing+=(zsh)
 command -v fish >/dev/null || missing+=(fish)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
+# The release test renders baton-jobs(5) with groff, warnings on, and has
+# man find it among the package's pages (tools/release).
+command -v groff >/dev/null || missing+=(groff-base)
+command -v man >/dev/null || missing+=(man-db)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
