@@ -17,12 +17,18 @@ Usage: baton completion bash|zsh|fish
 Prints the completion script of a shell for baton's commands and their
 flags, made from the same command table and flag sets that print --help,
 so that it knows every flag that this baton has. The .deb installs them;
-to install one by hand:
+the examples install one by hand (or, for bash, put
+'source <(baton completion bash)' in ~/.bashrc).
 
-  bash   baton completion bash > /etc/bash_completion.d/baton
-         (or: source <(baton completion bash) in ~/.bashrc)
-  zsh    baton completion zsh > "${fpath[1]}/_baton"
-  fish   baton completion fish > ~/.config/fish/completions/baton.fish
+Examples:
+  # bash, for every user of the host (as root)
+  baton completion bash > /etc/bash_completion.d/baton
+
+  # zsh, into the first directory of $fpath
+  baton completion zsh > "${fpath[1]}/_baton"
+
+  # fish, for this user
+  baton completion fish > ~/.config/fish/completions/baton.fish
 `
 
 // CompletionCommand prints a shell's completion script.

@@ -154,11 +154,6 @@ WARNING, CRITICAL or UNKNOWN and why, then these sections:
              fleet opens at full pool size (instances x pool maximum, summed
              over services) against the usable slots, and the headroom left.
 
-Examples:
-  baton doctor pg --db postgres://monitor@db1/app
-  baton doctor pg --db postgres://app@db1/app --reserved-db postgres://postgres@db1/app
-  baton doctor pg --plan web=20x10 --plan worker=4x5 --state /var/lib/baton/doctor-pg.json
-
 Levels of doctor pg (the verdict is the worst finding; critical beats
 warning beats unknown):
   critical   in use >= --crit percent of usable slots (or no usable slots);
@@ -203,6 +198,16 @@ connect, and no --reserved-db that can); 64 usage error.
 checked_at, server, connect_failures, thresholds, budget, holders, pins,
 timeouts, sessions, plan, replication, functions and findings;
 docs/DOCTOR.md describes each.
+
+Examples:
+  # the lock directory that baton run would use, and what to fix
+  baton doctor local
+
+  # a server's connection budget, as a role with pg_monitor
+  baton doctor pg --db postgres://monitor@db1/app
+
+  # will 20 web instances with pools of 10 and 4 workers with 5 fit?
+  baton doctor pg --db postgres://db1/app --plan web=20x10 --plan worker=4x5
 `
 
 // DoctorCommand is `baton doctor SUBJECT`.

@@ -52,6 +52,23 @@ type commandHelp struct {
 	name, synopsis string
 	help           string // the text before "Flags:", as --help prints it
 	flags          []*flag.Flag
+	examples       string // the lines under "Examples:", printed after the flags
+}
+
+// examplesHeading starts the section that ends every help text: a few
+// invocations a user can paste, each under a "# what it does" line.
+// printHelp prints it after the flags, so that it is the last thing --help
+// shows, however long the flag list.
+const examplesHeading = "\nExamples:\n"
+
+// splitExamples cuts help before its closing Examples section, and returns
+// the section's lines without the heading ("" when it has none).
+func splitExamples(help string) (text, examples string) {
+	i := strings.LastIndex(help, examplesHeading)
+	if i < 0 {
+		return help, ""
+	}
+	return help[:i], help[i+len(examplesHeading):]
 }
 
 // helpFor runs each command of the table with --help, with no environment
@@ -64,7 +81,8 @@ func helpFor() ([]commandHelp, error) {
 		if err := c.make(env).Run(context.Background(), []string{"--help"}); !errors.Is(err, flag.ErrHelp) || sink.fs == nil {
 			return nil, baton.Errorf(baton.EINTERNAL, "baton %s --help built no flag set (%v)", c.name, err)
 		}
-		h := commandHelp{name: c.name, synopsis: c.synopsis, help: strings.TrimLeft(sink.fs.help, "\n")}
+		text, examples := splitExamples(sink.fs.help)
+		h := commandHelp{name: c.name, synopsis: c.synopsis, help: strings.TrimLeft(text, "\n"), examples: examples}
 		sink.fs.VisitAll(func(f *flag.Flag) { h.flags = append(h.flags, f) })
 		out = append(out, h)
 	}
@@ -78,10 +96,12 @@ func takesValue(f *flag.Flag) bool {
 }
 
 // printHelp prints the help text, then each flag as the docs spell it:
-// two dashes, and its value's placeholder in capitals (placeholder).
+// two dashes, and its value's placeholder in capitals (placeholder), then
+// the help text's Examples section.
 func (fs *flagSet) printHelp() {
 	w := fs.stdout
-	fmt.Fprint(w, strings.TrimLeft(fs.help, "\n"))
+	text, examples := splitExamples(fs.help)
+	fmt.Fprint(w, strings.TrimLeft(text, "\n"))
 	fmt.Fprintln(w, "\nFlags:")
 	fs.VisitAll(func(f *flag.Flag) {
 		_, usage := flag.UnquoteUsage(f)
@@ -98,6 +118,9 @@ func (fs *flagSet) printHelp() {
 		}
 		fmt.Fprintln(w)
 	})
+	if examples != "" {
+		fmt.Fprint(w, examplesHeading+examples)
+	}
 }
 
 // placeholder is the name of a flag's value in help and man pages, one

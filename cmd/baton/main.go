@@ -160,6 +160,16 @@ names a PostgreSQL database (postgres://… URL, or host=… dbname=…).
 
 Run 'baton help COMMAND' (or 'baton COMMAND --help') for a command's flags
 and exit statuses.
+
+Examples:
+  # run report under its job's lease, at most once at a time (as flock -n)
+  baton run report -- /usr/local/bin/report --daily
+
+  # run the jobs of a job file on their schedules
+  baton daemon --config /etc/baton/jobs.yaml
+
+  # the jobs, their next tick and last outcome
+  baton jobs
 `)
 }
 

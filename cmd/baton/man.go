@@ -18,10 +18,14 @@ Usage: baton man DIR
 Writes baton's man pages into DIR: baton.1, the overview, and baton-run.1,
 baton-daemon.1, … one for each command. They are made from the same
 command table and flag sets that print --help, so a page says what --help
-says. The .deb installs them; by hand:
+says. The .deb installs them; the examples show how by hand.
 
+Examples:
+  # install them where man looks, and update man's index (as root)
   baton man /usr/local/share/man/man1 && mandb -q
-  man baton-run
+
+  # write them to a scratch directory and read one from there
+  baton man /tmp/baton-man && man /tmp/baton-man/baton-run.1
 `
 
 // ManCommand writes the man pages.
@@ -68,8 +72,10 @@ func manPages(cmds []commandHelp, version string) map[string][]byte {
 	}
 	// The paragraphs of the overview after its list of commands.
 	_, rest, _ := strings.Cut(overview.String(), "\n\n"+"Store:")
+	rest, examples := splitExamples(rest)
 	b.WriteString(".SH DESCRIPTION\n")
 	manParagraphs(&b, "Store:"+rest)
+	manExamples(&b, examples)
 	b.WriteString(".SH SEE ALSO\n")
 	for i, c := range cmds {
 		sep := ","
@@ -107,10 +113,21 @@ func manPages(cmds []commandHelp, version string) map[string][]byte {
 			}
 			b.WriteString("\n")
 		}
+		manExamples(&b, c.examples)
 		b.WriteString(".SH SEE ALSO\n.BR baton (1)\n")
 		pages["baton-"+c.name+".1"] = b.Bytes()
 	}
 	return pages
+}
+
+// manExamples renders a help text's Examples section as the EXAMPLES
+// section of a page, its lines as --help prints them.
+func manExamples(b *bytes.Buffer, examples string) {
+	if strings.TrimSpace(examples) == "" {
+		return
+	}
+	b.WriteString(".SH EXAMPLES\n")
+	manParagraphs(b, examples)
 }
 
 // orValue names a flag's value where its usage names none.
