@@ -107,6 +107,16 @@ bench's events to production's sink. Never on a live fleet.
 Exit status: 0 done; 64 usage error (a production schema refused
 included); 69 store unavailable; 70 internal error; 128+N interrupted by
 signal N (the bench's schema or directory is removed first).
+
+Examples:
+  # lease cycles per second on the local store, with 1 and 4 clients
+  baton bench leases --clients 1,4 --duration 2s
+
+  # the outbox relay's burn-down on PostgreSQL, in a schema of its own
+  baton bench outbox --db postgres://baton@db1/app --events 10000
+
+  # the pgbench script that runs the very same SQL as bench leases
+  baton bench leases --pgbench-script > leases.pgbench
 `
 
 // BenchCommand is `baton bench`.

@@ -87,6 +87,16 @@ the journal. See docs/SYSTEMD.md.
 Exit status: 0 drained; 64 usage error, invalid job file, or an --http
 address that is not loopback without a token, or cannot be bound; 69 store
 unavailable at start; 70 internal error.
+
+Examples:
+  # run the jobs of a job file on this host (the local store)
+  baton daemon --config /etc/baton/jobs.yaml
+
+  # across a fleet through PostgreSQL, with the dashboard on loopback
+  baton daemon --config jobs.yaml --db postgres://db1/app --http 127.0.0.1:8080
+
+  # also relay the outbox's events to a webhook, as baton relay does
+  baton daemon --config jobs.yaml --relay-sink https://hooks.internal/events
 `
 
 // DaemonCommand is `baton daemon`.

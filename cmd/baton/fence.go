@@ -39,6 +39,13 @@ Exit status: 0 done; 64 usage error (bad resource or token, reset without
 --yes and without a terminal, or not confirmed); 69 the store could not be
 reached; 70 internal error (e.g. a damaged fence file, which show reports
 and reset overwrites).
+
+Examples:
+  # the high-water mark of the resource daily-report (baton put --resource)
+  baton fence show daily-report
+
+  # set it back to 42, the highest token that really wrote it, without asking
+  baton fence reset --yes --to 42 daily-report
 `
 
 // FenceCommand is `baton fence`.

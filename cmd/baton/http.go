@@ -70,6 +70,13 @@ Exit status:
   70  internal error
 The body of every answer, 2xx or not, goes to stdout; why it failed, and
 each retry, to stderr.
+
+Examples:
+  # POST JSON with the run's idempotency key, retried with the same key
+  baton http POST https://orders.internal/orders --json '{"sku": 42}'
+
+  # PUT a file's content, under an idempotency key of your own
+  baton http PUT https://files.internal/r1 --data @r1.csv --key r1
 `
 
 // maxBufferedAnswer is how much of an answer's body baton http reads

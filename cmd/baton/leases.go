@@ -28,6 +28,13 @@ as another user than root, other users' processes are not seen, and a last
 line says how many. --json carries all of it.
 
 Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
+
+Examples:
+  # every lease of the local store, with its holder and whether it is alive
+  baton leases
+
+  # the leases of a PostgreSQL store, as JSON
+  baton leases --db postgres://baton@db1/app --json
 `
 
 // LeasesCommand is `baton leases`.

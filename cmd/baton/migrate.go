@@ -92,6 +92,16 @@ than the one its epoch was set on, until this is run.
 Exit status: 0 up to date; 64 usage error; 69 store unavailable, or a schema
 this baton must not use (newer, built from other migration files, or with
 functions of baton's changed by hand); 70 internal error.
+
+Examples:
+  # bring the local store's baton.db up to date
+  baton migrate
+
+  # migrate baton's schema in PostgreSQL, as a role that may create tables
+  baton migrate --db postgres://owner@db1/app --schema baton
+
+  # after a restore from a dump: tokens from now on are above every old one
+  baton migrate --new-epoch --db postgres://owner@db2/app
 `
 
 // MigrateCommand is `baton migrate`.

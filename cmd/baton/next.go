@@ -56,6 +56,16 @@ not for wall times in a gap. A range ('0 1-3 * * *') is a fixed time.
   baton next '*/20 * * * *' --tz Europe/Berlin --from 2026-10-25T00:30:00Z -n 4
 
 Exit status: 0 printed; 64 usage error (the message names the field at fault).
+
+Examples:
+  # the next 5 fire times of 02:30 every day in Berlin
+  baton next '30 2 * * *' --tz Europe/Berlin
+
+  # every 15 minutes on weekdays, as JSON
+  baton next '*/15 * * * MON-FRI' --json
+
+  # the 4 fires of a wildcard schedule across the fall-back of 2026
+  baton next '*/20 * * * *' --tz Europe/Berlin --from 2026-10-25T00:30:00Z -n 4
 `
 
 // NextCommand is `baton next`.

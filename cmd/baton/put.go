@@ -75,6 +75,13 @@ Exit status: 0 written; 77 fenced (stale or never-issued token): nothing
 written; 64 usage error (no token, bad resource, empty data, a directory
 as PATH); 69 the file or the store could not be written; 70 internal error;
 COMMAND's status when it failed.
+
+Examples:
+  # write make-report's output only while this run's token is current
+  baton run daily-report -- baton put --dest /srv/report.csv -- make-report
+
+  # write a finished file, fenced under a resource name of your own
+  baton run report -- baton put --resource report --dest /srv/r.csv --from r.csv
 `
 
 // PutCommand is `baton put`.

@@ -37,6 +37,13 @@ or not a directory, is refused with nothing done.
 Exit status: 0 set up (or nothing to do); 64 usage error (an unknown user,
 a DIR that is a link or not a directory); 69 not root, or a step failed (the
 message names it).
+
+Examples:
+  # the steps still missing, changing nothing (no root needed)
+  baton setup local --dry-run
+
+  # as root: the group and the directory, and two users added to the group
+  sudo baton setup local --user alice --user bob
 `
 
 // SetupCommand is `baton setup local`.

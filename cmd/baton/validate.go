@@ -38,6 +38,13 @@ its schedule in the host's zone, baton reads it in UTC) go to stderr, one
 per job and warning, and do not change the exit status.
 
 Exit status: 0 valid; 64 invalid file (its problems printed) or usage error.
+
+Examples:
+  # check a job file before a daemon loads it
+  baton validate /etc/baton/jobs.yaml
+
+  # its jobs with defaults applied, as JSON
+  baton validate --json /etc/baton/jobs.yaml
 `
 
 // ValidateCommand is `baton validate`.

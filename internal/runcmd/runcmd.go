@@ -74,6 +74,16 @@ Exit status:
    "duration_ms", "strays", "store", "scope", "error"}
 with outcome one of succeeded, failed, fenced, skipped-overlap,
 lost-lease, timed-out, error.
+
+Examples:
+  # run report under its job's lease; exit 75 at once while another run holds it
+  baton run report -- /usr/local/bin/report --daily
+
+  # wait up to 10 minutes for the lease, and stop the report after an hour
+  baton run --wait 10m --max-run 1h report -- /usr/local/bin/report --daily
+
+  # one lease for every host that uses the database
+  baton run --db postgres://db1/app report -- /usr/local/bin/report --daily
 `
 
 // Options are `baton run`'s own flags; the store's are its caller's.
