@@ -19,6 +19,10 @@ so a backfill can be repeated safely. At most --max ticks per call.
 
 Exit status: 0 recorded; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
+
+Examples:
+  # record the ticks of backup in the first week of November for the daemons
+  baton backfill --from 2026-11-01T00:00:00Z --to 2026-11-07T23:59:59Z backup
 `
 
 // BackfillCommand is `baton backfill`.

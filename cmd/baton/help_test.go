@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -59,4 +61,82 @@ func TestHelpOutputsUnchanged(t *testing.T) {
 			t.Errorf("baton %s --help changed:\n got: %q\nwant: %q", name, text, want)
 		}
 	}
+}
+
+// Every command's help ends with examples a user can paste (STYLE.md):
+// after the flags, an Examples section of 1 to 3 examples, each a
+// "# what it does" line over one command line, whose baton commands and
+// flags exist. The commands are the CLI's own table, so a new command
+// without examples fails here.
+func TestEveryHelpEndsWithExamples(t *testing.T) {
+	cmds, err := helpFor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagsOf := map[string]map[string]bool{}
+	for _, c := range cmds {
+		flagsOf[c.name] = map[string]bool{"help": true, "h": true}
+		for _, f := range c.flags {
+			flagsOf[c.name][f.Name] = true
+		}
+	}
+	for name, out := range helpOutputs(t) {
+		cmd := "baton " + name
+		if name == "baton" {
+			cmd = "baton"
+		}
+		hint := fmt.Sprintf("end the help text of %s (the text given to newFlagSet in cmd/baton/%s.go; --help prints the section after the flags) with 1 to 3 examples, a blank line between them:\n\nExamples:\n  # what it does, in one line\n  %s ARGUMENTS\n", cmd, name, cmd)
+		i := strings.LastIndex(out, examplesHeading)
+		if i < 0 {
+			t.Errorf("%s --help has no Examples section: %s", cmd, hint)
+			continue
+		}
+		if name != "baton" && strings.Contains(out[i:], "\nFlags:\n") {
+			t.Errorf("%s --help: the Examples section is not the last: %s", cmd, hint)
+			continue
+		}
+		examples := strings.Split(strings.TrimRight(out[i+len(examplesHeading):], "\n"), "\n\n")
+		if len(examples) < 1 || len(examples) > 3 {
+			t.Errorf("%s --help has %d examples, want 1 to 3: %s", cmd, len(examples), hint)
+		}
+		for _, e := range examples {
+			lines := strings.Split(e, "\n")
+			if len(lines) != 2 || !strings.HasPrefix(lines[0], "  # ") || !strings.HasPrefix(lines[1], "  ") || !strings.Contains(lines[1], "baton ") {
+				t.Errorf("%s --help: example %q is not a \"  # what it does\" line over a command line with baton in it: %s", cmd, e, hint)
+				continue
+			}
+			if err := checkExample(lines[1], flagsOf); err != nil {
+				t.Errorf("%s --help: example %q: %v", cmd, lines[1], err)
+			}
+		}
+	}
+}
+
+// checkExample checks that each baton command of a shell line exists, and
+// each flag given to it: words after "baton COMMAND" up to a "--", a pipe,
+// a redirection or another command.
+func checkExample(line string, flagsOf map[string]map[string]bool) error {
+	// What is quoted is an argument ('{"id": 42}') or a sink's command
+	// line, not checked here.
+	words := strings.Fields(regexp.MustCompile(`'[^']*'|"[^"]*"`).ReplaceAllString(line, "ARG"))
+	cur := ""
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		switch {
+		case w == "baton" && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-"):
+			i++
+			if flagsOf[words[i]] == nil {
+				return fmt.Errorf("no command %q", words[i])
+			}
+			cur = words[i]
+		case w == "--" || strings.ContainsAny(w[:1], "|&;<>"):
+			cur = ""
+		case cur != "" && strings.HasPrefix(w, "-") && w != "-":
+			name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+			if !flagsOf[cur][name] {
+				return fmt.Errorf("baton %s has no flag %s", cur, w)
+			}
+		}
+	}
+	return nil
 }

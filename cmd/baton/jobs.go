@@ -22,6 +22,13 @@ daemons whose job file has another version of the job, or lacks it). A
 paused job has no next tick ("-"; no next_tick in --json): none is run.
 
 Exit status: 0 listed; 64 usage error; 69 store unavailable; 70 internal error.
+
+Examples:
+  # the jobs of the local store
+  baton jobs
+
+  # the jobs of a PostgreSQL store, and the daemons' drift, as JSON
+  baton jobs --db postgres://baton@db1/app --json
 `
 
 // JobsCommand is `baton jobs`.

@@ -48,6 +48,16 @@ The notification's JSON schema is in docs/NOTIFY.md.
 Exit status, as an exec sink reads it: 0 delivered; 65 the input is not a
 notification (the event is dead at once: retrying cannot help); 75 sendmail
 or Slack failed (the relay retries with backoff); 64 usage error.
+
+Examples:
+  # print a notification (docs/NOTIFY.md) as text
+  baton notify text < notification.json
+
+  # mail it to ops through /usr/sbin/sendmail
+  baton notify mail --to ops@example.com < notification.json
+
+  # post it to Slack, the webhook's URL read from a file
+  baton notify slack --url-file /etc/baton/slack-webhook-url < notification.json
 `
 
 // NotifyCommand is `baton notify`.

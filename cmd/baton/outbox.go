@@ -56,6 +56,16 @@ Exit status: 0 done; 64 usage error, bad event, or (retry, skip) an event
 that is not dead; 65 (enqueue) the key names another event already; 66 no
 such event; 69 store unavailable; 70 internal error; 75 (skip) an open
 transaction holds the event's ordering key: try again after it commits.
+
+Examples:
+  # enqueue an event (in a job, its key comes from BATON_IDEMPOTENCY_KEY)
+  baton outbox enqueue --topic orders.created '{"id": 42}'
+
+  # the backlog per topic, and the relays
+  baton outbox status
+
+  # put every dead event back to pending
+  baton outbox retry --all
 `
 
 // OutboxCommand is `baton outbox`.

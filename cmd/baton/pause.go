@@ -20,6 +20,13 @@ The pause and its note show in 'baton jobs'. Pausing a paused job without
 
 Exit status: 0 done; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
+
+Examples:
+  # stop scheduling backup, with a note that baton jobs shows
+  baton pause --note 'disk replaced, until Monday' backup
+
+  # schedule backup again from now
+  baton resume backup
 `
 
 // PauseCommand is `baton pause` and, with resume set, `baton resume`.

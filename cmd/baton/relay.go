@@ -73,6 +73,16 @@ journal logs with priorities (docs/SYSTEMD.md).
 Exit status: 0 stopped by TERM or INT (or, with --until-idle, nothing
 deliverable now); 64 usage error (bad --sink, topic or flag); 69 store
 unavailable at start; 70 internal error.
+
+Examples:
+  # deliver the outbox's events to a webhook until stopped
+  baton relay --sink https://hooks.internal/events
+
+  # the sink from the environment, where ps cannot read its secrets
+  BATON_RELAY_SINK=https://hooks.internal/e baton relay --db postgres://db1/app
+
+  # mail the run notifications (docs/NOTIFY.md) to ops
+  baton relay --topics baton.notify --sink 'exec:baton notify mail --to ops@example.com'
 `
 
 // relayFlags configure a relay: baton relay's, and baton daemon's with

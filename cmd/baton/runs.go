@@ -23,6 +23,13 @@ lists each attempt; --json adds the output tail.
 
 Exit status: 0 listed; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
+
+Examples:
+  # the last 50 ticks of every job
+  baton runs
+
+  # the last 10 ticks of backup, each with its attempts
+  baton runs --limit 10 --attempts backup
 `
 
 // RunsCommand is `baton runs`.

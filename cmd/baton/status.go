@@ -55,6 +55,13 @@ set --db-wait 0 for an answer at once). The report is printed as without
 Exit status: 0 shown; 64 usage error; 69 store unavailable; 70 internal
 error. With --check: 0 ok; 1 failing or overdue; 2 store unreachable; 64
 usage error; 70 internal error.
+
+Examples:
+  # the dashboard's overview in the terminal
+  baton status
+
+  # for a monitor: exit 1 when a job fails or is overdue, 2 without a store
+  baton status --check --db-wait 0
 `
 
 // StatusCommand is `baton status`.

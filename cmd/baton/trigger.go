@@ -17,6 +17,13 @@ like a scheduled tick. Prints the tick and its idempotency key.
 
 Exit status: 0 recorded; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
+
+Examples:
+  # run backup now, through the daemons
+  baton trigger backup
+
+  # the same, printing the tick as JSON
+  baton trigger --json backup
 `
 
 // TriggerCommand is `baton trigger`.

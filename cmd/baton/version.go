@@ -114,6 +114,13 @@ neither (go run, -buildvcs=false, or a build outside a git checkout).
 
 --json prints {"version", "revision", "modified", "time" (the commit's,
 when known), "go_version", "module", "platform" (GOOS/GOARCH)}.
+
+Examples:
+  # the release, commit and Go release of this baton
+  baton version
+
+  # the same as JSON, e.g. for an inventory
+  baton version --json
 `
 
 // VersionCommand prints baton's version.
