@@ -41,11 +41,11 @@ reached; 70 internal error (e.g. a damaged fence file, which show reports
 and reset overwrites).
 
 Examples:
-  # the high-water mark of the resource daily-report (baton put --resource)
-  baton fence show daily-report
+  # the high-water mark of the resource that baton put --resource report writes
+  baton fence show report
 
   # set it back to 42, the highest token that really wrote it, without asking
-  baton fence reset --yes --to 42 daily-report
+  baton fence reset --yes --to 42 report
 `
 
 // FenceCommand is `baton fence`.
