@@ -1138,22 +1138,50 @@ func (s *Store) Ticks(ctx context.Context, job string, limit int) ([]baton.TickR
 	defer rows.Close()
 	var out []baton.TickRecord
 	for rows.Next() {
-		var r baton.TickRecord
-		var at, started, ended dbTime
-		var outcome string
-		var exit sql.NullInt64
-		if err := rows.Scan(&r.Tick.Job, &at, &r.Version, &r.Kind, &r.State, &outcome, &r.Reason, &r.Attempts,
-			&r.Host, &r.Daemon, &r.Token, &r.RunID, &started, &ended, &exit, &r.Output); err != nil {
+		r, err := scanTick(rows)
+		if err != nil {
 			return nil, s.translate(err, "listing ticks")
-		}
-		r.At, r.Started, r.Ended, r.Outcome = at.Time, started.Time, ended.Time, baton.Outcome(outcome)
-		if exit.Valid {
-			code := int(exit.Int64)
-			r.ExitCode = &code
 		}
 		out = append(out, r)
 	}
 	return out, s.translate(rows.Err(), "listing ticks")
+}
+
+// EndedTick is job's ended tick at at, or (at zero) its newest ended tick,
+// with its output tail; ENOTFOUND when there is none.
+func (s *Store) EndedTick(ctx context.Context, job string, at time.Time) (baton.TickRecord, error) {
+	var row *sql.Row
+	var missing error
+	if at.IsZero() {
+		row = s.db.QueryRowContext(ctx, s.query("last_ended_tick"), job)
+		missing = baton.Errorf(baton.ENOTFOUND, "no ended tick of %s", job)
+	} else {
+		row = s.db.QueryRowContext(ctx, s.query("ended_tick"), job, s.ts(at))
+		missing = baton.Errorf(baton.ENOTFOUND, "no ended tick of %s at %s", job, baton.FormatTick(at))
+	}
+	r, err := scanTick(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, missing
+	}
+	return r, s.translate(err, "reading a tick of "+job)
+}
+
+// scanTick reads a row of list_ticks' columns.
+func scanTick(row interface{ Scan(...any) error }) (baton.TickRecord, error) {
+	var r baton.TickRecord
+	var at, started, ended dbTime
+	var outcome string
+	var exit sql.NullInt64
+	if err := row.Scan(&r.Tick.Job, &at, &r.Version, &r.Kind, &r.State, &outcome, &r.Reason, &r.Attempts,
+		&r.Host, &r.Daemon, &r.Token, &r.RunID, &started, &ended, &exit, &r.Output); err != nil {
+		return r, err
+	}
+	r.At, r.Started, r.Ended, r.Outcome = at.Time, started.Time, ended.Time, baton.Outcome(outcome)
+	if exit.Valid {
+		code := int(exit.Int64)
+		r.ExitCode = &code
+	}
+	return r, nil
 }
 
 // Attempt is one recorded attempt of a tick.

@@ -96,6 +96,7 @@ jobs:
 		{"jobs"},
 		{"status"},
 		{"runs"},
+		{"logs", "job"},
 		{"trigger", "job"},
 		{"pause", "job"},
 		{"resume", "job"},

@@ -99,6 +99,7 @@ var commands = []struct {
 	{"jobs", "list scheduled jobs: next tick, last outcome, drift", func(e *Env) Command { return &JobsCommand{env: e} }},
 	{"status", "the dashboard's overview in the terminal: jobs, overdue, daemons, leases", func(e *Env) Command { return &StatusCommand{env: e} }},
 	{"runs", "list recorded ticks and their outcomes", func(e *Env) Command { return &RunsCommand{env: e} }},
+	{"logs", "print a job's output as the store keeps it (the last 4 KiB of a tick)", func(e *Env) Command { return &LogsCommand{env: e} }},
 	{"trigger", "run a job now, through the daemons", func(e *Env) Command { return &TriggerCommand{env: e} }},
 	{"pause", "stop scheduling a job", func(e *Env) Command { return &PauseCommand{env: e} }},
 	{"resume", "schedule a paused job again", func(e *Env) Command { return &PauseCommand{env: e, resume: true} }},

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/scheduler"
@@ -19,7 +22,9 @@ Lists recorded ticks, newest first, of one job or of all: the tick's
 instant, kind (scheduled, manual, backfill), state, its one outcome, the
 attempts made, the host and fencing token of the last attempt, its exit
 code and why (for outcomes other than succeeded and failed). --attempts
-lists each attempt; --json adds the output tail.
+lists each attempt and, indented under them, the tick's output tail (the
+last 4 KiB kept, control characters shown escaped; baton logs prints it
+as written); --json always has the output tail.
 
 Exit status: 0 listed; 64 usage error; 66 no such job; 69 store unavailable;
 70 internal error.
@@ -100,7 +105,9 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintln(c.env.Stdout, "no ticks recorded")
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+	var table strings.Builder
+	var outputs []string
+	tw := tabwriter.NewWriter(&table, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tTICK\tKIND\tSTATE\tOUTCOME\tATTEMPTS\tHOST\tTOKEN\tEXIT\tDURATION\tREASON")
 	for _, r := range rows {
 		exit, dur := "-", "-"
@@ -125,6 +132,37 @@ func (c *RunsCommand) Run(ctx context.Context, args []string) error {
 			fmt.Fprintf(tw, "\t  attempt %d\t\t\t%s\t\t%s\t%d\t%s\t\t%s\n", a.Attempt, cmp.Or(string(a.Outcome), "running"),
 				a.Host, a.Token, code, cmp.Or(a.Reason, "-"))
 		}
+		if c.attempts && r.Output != "" {
+			// A row of empty cells holds the output's place: lines of
+			// its own would cut the table's columns into blocks aligned
+			// apart.
+			fmt.Fprintf(tw, "\t\x00%d\t\t\t\t\t\t\t\t\t\n", len(outputs))
+			outputs = append(outputs, r.Output)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return writeOutputs(c.env.Stdout, table.String(), outputs)
+}
+
+// writeOutputs writes table with each output tail in place of the row
+// that holds its place, indented under the TICK column, its control
+// characters shown escaped (a job's output never drives the terminal).
+func writeOutputs(w io.Writer, table string, outputs []string) error {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(table, "\n") {
+		at := strings.IndexByte(line, 0)
+		if at < 0 {
+			b.WriteString(line)
+			continue
+		}
+		i, _ := strconv.Atoi(strings.TrimSpace(line[at+1:]))
+		out := strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(strings.TrimSuffix(outputs[i], "\n"))
+		for _, l := range strings.Split(out, "\n") {
+			b.WriteString(strings.Repeat(" ", utf8.RuneCountInString(line[:at])+4) + visible(l, "") + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -41,7 +41,7 @@ type storeFlags struct {
 // readOnlyCommands only read the store: they may read a schema that baton
 // refuses to run on (newer than it knows and not compatible with it, or
 // built from other migration files), which the others refuse, exit 69.
-var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "leases": true, "outbox status": true, "outbox dead": true}
+var readOnlyCommands = map[string]bool{"status": true, "jobs": true, "runs": true, "logs": true, "leases": true, "outbox status": true, "outbox dead": true}
 
 // warmConns are the commands that read on two connections side by side
 // (status and jobs: the job listing beside the fleet's reads), with the
