@@ -201,8 +201,11 @@ func TestCGuardActsAsTheGoGuard(t *testing.T) {
 		{name: "supervisor gone", argv: sh(`trap "" TERM; exec sleep 5`), signal: guard.SigSupervisorGone},
 		{name: "signal passed on", argv: sh(`trap 'echo got TERM; exit 9' TERM; while :; do :; done`), signal: syscall.SIGTERM},
 		{name: "trust window over before the start", argv: sh("echo must not run"), trust: -1},
-		{name: "trust window ends", flags: []string{"--kill-after", "1m30s"}, argv: sh(`exec sleep 5`), trust: 300 * time.Millisecond},
-		{name: "trust window ends, TERM ignored", flags: []string{"--kill-after", "200ms"}, argv: sh(`trap "" TERM; exec sleep 5`), trust: 300 * time.Millisecond},
+		// A window long enough for either guard to start the command on a
+		// loaded machine (300 ms once ended before the Go guard's start,
+		// which then refused to start it), and a command that outlasts it.
+		{name: "trust window ends", flags: []string{"--kill-after", "1m30s"}, argv: sh(`exec sleep 60`), trust: 2 * time.Second},
+		{name: "trust window ends, TERM ignored", flags: []string{"--kill-after", "200ms"}, argv: sh(`trap "" TERM; exec sleep 60`), trust: 2 * time.Second},
 		{name: "supervisor not the parent", argv: sh("echo must not run"), badPPID: true},
 		{name: "argv to escape", flags: []string{"--strays", "report"},
 			argv: sh(bg(`bash -c 'exec -a "$ODD" sleep 3'`, "sleep") + "exit 0"), env: []string{"ODD=a\"b\\\x01\xff\n\t\u2028é"}},
