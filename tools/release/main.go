@@ -108,7 +108,7 @@ func release(o options) error {
 			return err
 		}
 	}
-	if err := docs(host, stage); err != nil {
+	if err := docs(host, stage, version); err != nil {
 		return err
 	}
 	for _, arch := range strings.Split(o.arches, ",") {
@@ -226,8 +226,9 @@ func buildGuard(out, goarch, version, rev string) error {
 }
 
 // docs writes the man pages (gzipped, as Debian keeps them) and the
-// completion scripts into stage, from baton itself.
-func docs(baton, stage string) error {
+// completion scripts into stage: the commands' pages and the scripts from
+// baton itself, baton-jobs(5) from docs/JOBS.md (manjobs.go).
+func docs(baton, stage, version string) error {
 	man := filepath.Join(stage, "man")
 	if out, err := exec.Command(baton, "man", man).CombinedOutput(); err != nil {
 		return fmt.Errorf("baton man: %v\n%s", err, out)
@@ -236,7 +237,18 @@ func docs(baton, stage string) error {
 	if err != nil || len(pages) == 0 {
 		return fmt.Errorf("baton man wrote no pages (%v)", err)
 	}
-	for _, p := range pages {
+	md, err := os.ReadFile("docs/JOBS.md")
+	if err != nil {
+		return err
+	}
+	jobs, err := jobsManPage(md, version)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(man, "baton-jobs.5"), jobs, 0o644); err != nil {
+		return err
+	}
+	for _, p := range append(pages, filepath.Join(man, "baton-jobs.5")) {
 		if err := gzipFile(p); err != nil {
 			return err
 		}
@@ -312,6 +324,8 @@ contents:
     type: config|noreplace
   - src: {{.Stage}}/man/*.1.gz
     dst: /usr/share/man/man1/
+  - src: {{.Stage}}/man/baton-jobs.5.gz
+    dst: /usr/share/man/man5/baton-jobs.5.gz
   - src: {{.Stage}}/completion.bash
     dst: /usr/share/bash-completion/completions/baton
   - src: {{.Stage}}/completion.zsh

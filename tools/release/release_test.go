@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"debug/elf"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -85,6 +88,7 @@ func TestReleaseDeb(t *testing.T) {
 		"/usr/share/doc/baton/copyright":                  "-rw-r--r-- root/root",
 		"/usr/share/doc/baton/INSTALL.md":                 "-rw-r--r-- root/root",
 		"/usr/share/man/man1/baton.1.gz":                  "-rw-r--r-- root/root",
+		"/usr/share/man/man5/baton-jobs.5.gz":             "-rw-r--r-- root/root",
 	}
 	// A man page for every command that 'baton --help' lists.
 	help, err := exec.Command(bin, "--help").Output()
@@ -109,6 +113,18 @@ func TestReleaseDeb(t *testing.T) {
 	for path := range files {
 		if _, ok := want[path]; !ok {
 			t.Errorf("the .deb has %s, which the test (and docs/INSTALL.md) does not list", path)
+		}
+	}
+	// docs/INSTALL.md lists the same files.
+	listed := installMDFiles(t, filepath.Join(root, "docs/INSTALL.md"))
+	for path := range files {
+		if !listed[path] {
+			t.Errorf("the .deb has %s, which docs/INSTALL.md (\"What it installs\") does not list", path)
+		}
+	}
+	for path := range listed {
+		if _, ok := files[path]; !ok {
+			t.Errorf("docs/INSTALL.md lists %s, which the .deb does not have", path)
 		}
 	}
 
@@ -141,6 +157,7 @@ func TestReleaseDeb(t *testing.T) {
 		t.Errorf("the packaged baton version --json: %v %s", err, b)
 	}
 	checkCGuard(t, filepath.Join(tree, "usr/bin/baton-guard"))
+	checkJobsPage(t, tree, version)
 	// The packaged baton guards its runs with the packaged baton-guard:
 	// both speak one guard protocol.
 	run := exec.Command(filepath.Join(tree, "usr/bin/baton"), "run", "--lock-dir", t.TempDir(), "demo", "--", "sh", "-c", "readlink /proc/$PPID/exe")
@@ -155,6 +172,105 @@ func TestReleaseDeb(t *testing.T) {
 		}
 		verifyUnits(t, sa, tree)
 	})
+}
+
+// installMDFiles reads the files that docs/INSTALL.md says the .deb
+// installs: the paths in the first column of the table under "What it
+// installs", where baton-COMMAND.1.gz stands for a page of each command
+// of the list that follows it ("`baton-backfill`, `-bench`, … and
+// `-version`").
+func installMDFiles(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n### What it installs\n")
+	section, _, _ = strings.Cut(section, "\n### ")
+	code := regexp.MustCompile("`([^`]+)`")
+	listed := map[string]bool{}
+	perCommand := ""
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(line, "|")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		for _, m := range code.FindAllStringSubmatch(cells[1], -1) {
+			switch {
+			case strings.HasPrefix(m[1], "/"):
+				listed[m[1]] = true
+			case strings.Contains(m[1], "COMMAND"):
+				perCommand = m[1]
+			default:
+				t.Errorf("docs/INSTALL.md lists %q, not a path", m[1])
+			}
+		}
+	}
+	_, commands, ok := strings.Cut(section, "The man pages are one per command of `baton --help`:")
+	if end := strings.Index(commands, "`."); end >= 0 {
+		commands = commands[:end+1] // the sentence's end
+	}
+	if perCommand == "" || !ok {
+		t.Fatalf("docs/INSTALL.md: no baton-COMMAND.1.gz row, or no list of the commands after the table:\n%s", section)
+	}
+	dir := ""
+	for p := range listed {
+		if strings.HasSuffix(p, "/baton.1.gz") {
+			dir = filepath.Dir(p)
+		}
+	}
+	n := 0
+	for _, m := range code.FindAllStringSubmatch(commands, -1) {
+		name := strings.TrimPrefix(strings.TrimPrefix(m[1], "baton"), "-")
+		if !regexp.MustCompile(`^[a-z]+$`).MatchString(name) {
+			t.Errorf("docs/INSTALL.md's list of man pages has %q, not baton-COMMAND or -COMMAND", m[1])
+		}
+		listed[filepath.Join(dir, strings.Replace(perCommand, "COMMAND", name, 1))] = true
+		n++
+	}
+	if dir == "" || n < 20 {
+		t.Fatalf("docs/INSTALL.md: read %d commands and the man1 directory %q", n, dir)
+	}
+	return listed
+}
+
+// checkJobsPage checks the packaged baton-jobs(5): it is docs/JOBS.md
+// made into a page, man finds it in section 5 of the package's man pages,
+// and groff renders it without a warning.
+func checkJobsPage(t *testing.T, tree, version string) {
+	t.Helper()
+	man := filepath.Join(tree, "usr/share/man")
+	page := filepath.Join(man, "man5/baton-jobs.5.gz")
+	f, err := os.Open(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile("../../docs/JOBS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := jobsManPage(md, version); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the packaged baton-jobs.5 is not docs/JOBS.md's page (%v)", err)
+	}
+	renderMan(t, got)
+	manCmd, err := exec.LookPath("man")
+	if err != nil {
+		t.Fatal("man is needed to check that the page is found: apt-get install man-db (./test.sh installs it as root)")
+	}
+	cmd := exec.Command(manCmd, "-w", "5", "baton-jobs")
+	cmd.Env = append(os.Environ(), "MANPATH="+man)
+	if b, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(b)) != page {
+		t.Errorf("MANPATH=%s man -w 5 baton-jobs: %v %q, want %s", man, err, b, page)
+	}
 }
 
 // verifyUnits runs systemd-analyze verify on the packaged units, with
