@@ -322,13 +322,24 @@ func (db *DB) readPlan(ctx context.Context, fs []migration.File) (migration.Plan
 // repeatables maps each repeatable step recorded to its checksum; none
 // when the table is missing.
 func (db *DB) repeatables(ctx context.Context, q querier) (map[string]string, error) {
-	rows, err := q.Query(ctx, db.sub("select name, checksum from @schema@.schema_repeatables"))
+	rows, err := q.Query(ctx, repeatablesSQL(db))
 	if err != nil {
 		return nil, err
 	}
+	return scanRepeatables(rows)
+}
+
+// repeatablesSQL reads the schema's record of repeatable steps.
+func repeatablesSQL(db *DB) string {
+	return db.sub("select name, checksum from @schema@.schema_repeatables")
+}
+
+// scanRepeatables maps the rows of repeatablesSQL, each step to its
+// checksum.
+func scanRepeatables(rows pgx.Rows) (map[string]string, error) {
 	out := map[string]string{}
 	var name, sum string
-	_, err = pgx.ForEachRow(rows, []any{&name, &sum}, func() error { out[name] = sum; return nil })
+	_, err := pgx.ForEachRow(rows, []any{&name, &sum}, func() error { out[name] = sum; return nil })
 	return out, err
 }
 
@@ -381,8 +392,14 @@ func (db *DB) migrateIfBehind(ctx context.Context, readOnly bool) (Report, error
 		if st.steps, err = migration.LoadRepeatables(sqlFiles, "sql/repeatable"); err != nil {
 			return Report{}, baton.Wrap(baton.EINTERNAL, err, "reading embedded repeatable steps")
 		}
+		// A reader reads the schema's functions as they are: only a
+		// process that writes reads their fingerprints.
 		var live map[string]fingerprint
-		st.repeatable, live, err = db.repeatablesAndFunctions(ctx)
+		if readOnly {
+			st.repeatable, err = db.repeatables(ctx, db.pool)
+		} else {
+			st.repeatable, live, err = db.repeatablesAndFunctions(ctx)
+		}
 		switch pgCode(err) {
 		case "42P01":
 			st.repeatable, err = map[string]string{}, nil
@@ -431,7 +448,7 @@ func (db *DB) repeatablesAndFunctions(ctx context.Context) (map[string]string, m
 	}
 	b := &pgx.Batch{}
 	b.Queue(functionsSQL(), db.schema, functionNames(fns))
-	b.Queue(db.sub("select name, checksum from @schema@.schema_repeatables"))
+	b.Queue(repeatablesSQL(db))
 	br := db.pool.SendBatch(ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -446,9 +463,8 @@ func (db *DB) repeatablesAndFunctions(ctx context.Context) (map[string]string, m
 	if err != nil {
 		return nil, live, err
 	}
-	recorded := map[string]string{}
-	var name, sum string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &sum}, func() error { recorded[name] = sum; return nil }); err != nil {
+	recorded, err := scanRepeatables(rows)
+	if err != nil {
 		return nil, live, err
 	}
 	return recorded, live, br.Close()

@@ -194,11 +194,20 @@ func (d *Daemon) endWith(ctx context.Context, t baton.Tick, runID string, e Endi
 }
 
 func (d *Daemon) release(term *baton.Term, log interface{ Warn(string, ...any) }) {
+	if err := d.releaseOnce(term); err != nil {
+		log.Warn("cannot release the lease; it expires by itself", "lease", term.Job, "token", term.Token, "err", err)
+	}
+}
+
+// releaseOnce gives term back, within 5 s; a term already gone (lost,
+// expired, taken over) is no error.
+func (d *Daemon) releaseOnce(term *baton.Term) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := d.Leaser.Release(ctx, term); err != nil && baton.ErrorCode(err) != baton.ELEASELOST {
-		log.Warn("cannot release the lease; it expires by itself", "lease", term.Job, "token", term.Token, "err", err)
+		return err
 	}
+	return nil
 }
 
 // leaseKeys are the lease names a job's runs may hold: the job's own, and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"math"
 	"net/url"
 	"strconv"
 	"time"
@@ -106,9 +107,9 @@ func (s *Store) notify(ctx context.Context, tx *sql.Tx, t baton.Tick, e Ending) 
 	if n == nil || e.RetryAfter > 0 {
 		return nil
 	}
-	fails := e.Outcome.Failed()
-	if !(fails && n.Rule.Wants(string(e.Outcome))) && !(e.Outcome == baton.OutcomeSucceeded && n.Rule.Wants(baton.NotifyRecovered)) &&
-		!(e.Output != "" && n.Rule.Wants(baton.NotifyOutput)) {
+	// Nothing to read when no row of failures before could make one: the
+	// kind noticeKind gives after the longest row there can be.
+	if kind, _ := noticeKind(n.Rule, e.Outcome, math.MaxInt32, e.Output != ""); kind == "" {
 		return nil
 	}
 	after := max(n.Rule.After, 1)

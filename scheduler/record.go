@@ -114,10 +114,7 @@ func (d *Daemon) releaseRetrying(term *baton.Term, first error, log *slog.Logger
 	until := time.Now().Add(term.TTL)
 	for time.Now().Before(until) {
 		time.Sleep(retry.Next())
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := d.Leaser.Release(ctx, term)
-		cancel()
-		if err == nil || baton.ErrorCode(err) == baton.ELEASELOST {
+		if d.releaseOnce(term) == nil {
 			log.Info("released the lease after the store came back", "lease", term.Job, "token", term.Token)
 			return
 		}

@@ -248,7 +248,7 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 	// Resolved here, as a shell would before exec: with the PATH of the
 	// command's environment when it sets one (a job's env: PATH), else
 	// baton's own.
-	path, err := spawn.LookPathIn(argv[0], commandPath(append(append([]string{}, s.Env...), s.ExtraEnv...)))
+	path, err := spawn.LookPathIn(argv[0], commandPath(s.Env, s.ExtraEnv))
 	if err != nil {
 		code := 126
 		if errors.Is(err, spawn.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -554,12 +554,14 @@ func (s *Supervisor) release(term *baton.Term) error {
 	return s.Leaser.Release(ctx, term)
 }
 
-// commandPath is the PATH that env (a command's environment, later entries
-// winning) sets, or this process's own when it sets none.
-func commandPath(env []string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if p, ok := strings.CutPrefix(env[i], "PATH="); ok {
-			return p
+// commandPath is the PATH that envs (a command's environment in parts,
+// later entries winning) set, or this process's own when they set none.
+func commandPath(envs ...[]string) string {
+	for i := len(envs) - 1; i >= 0; i-- {
+		for j := len(envs[i]) - 1; j >= 0; j-- {
+			if p, ok := strings.CutPrefix(envs[i][j], "PATH="); ok {
+				return p
+			}
 		}
 	}
 	return os.Getenv("PATH")
