@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/roff"
 )
 
 const manHelp = `
@@ -171,35 +172,12 @@ func manParagraphs(b *bytes.Buffer, text string) {
 	}
 }
 
-// roffText escapes text for roff: backslashes, hyphens (so that flags read
-// as minus signs and copy as such), and characters beyond ASCII, which not
-// every roff reads as UTF-8.
-func roffText(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\e`)
-		case r == '-':
-			b.WriteString(`\-`)
-		case r > 0x7e:
-			fmt.Fprintf(&b, `\[u%04X]`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
+// roffText escapes text for roff (package roff).
+func roffText(s string) string { return roff.Escape(s, false) }
 
 // roffLine escapes a line of text, which must not start with a control
 // character (. or ').
-func roffLine(s string) string {
-	s = roffText(s)
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
-		s = `\&` + s
-	}
-	return s
-}
+func roffLine(s string) string { return roff.LineStart(roffText(s)) }
 
 func firstSentence(s string) string {
 	s, _, _ = strings.Cut(s, "\n")

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/batonhq/baton/internal/roff"
 )
 
 var (
@@ -28,7 +30,7 @@ var (
 func jobsManPage(md []byte, version string) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(".\\\" Made by tools/release from docs/JOBS.md; edit that, not this.\n")
-	fmt.Fprintf(&b, ".TH BATON\\-JOBS 5 \"\" \"baton %s\" \"baton manual\"\n", roffEscape(version, false))
+	fmt.Fprintf(&b, ".TH BATON\\-JOBS 5 \"\" \"baton %s\" \"baton manual\"\n", roff.Escape(version, false))
 	// No hyphenation: the page is full of names, keys and commands, which a
 	// hyphen would change.
 	b.WriteString(".nh\n")
@@ -67,7 +69,7 @@ func jobsManPage(md []byte, version string) ([]byte, error) {
 			start := i
 			b.WriteString(".PP\n.RS 4\n.nf\n")
 			for i++; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
-				b.WriteString(roffLineStart(roffEscape(lines[i], true)) + "\n")
+				b.WriteString(roff.LineStart(roff.Escape(lines[i], true)) + "\n")
 			}
 			if i == len(lines) {
 				i = start
@@ -89,7 +91,7 @@ func jobsManPage(md []byte, version string) ([]byte, error) {
 				return fail("a second title")
 			case level == 1:
 				titled = true
-				b.WriteString(".SH NAME\nbaton\\-jobs \\- " + roffEscape(strings.ToLower(text[:1])+text[1:], false) + "\n")
+				b.WriteString(".SH NAME\nbaton\\-jobs \\- " + roff.Escape(strings.ToLower(text[:1])+text[1:], false) + "\n")
 			case level == 2:
 				described = true
 				b.WriteString(".SH\n" + roffInline(text) + "\n")
@@ -216,7 +218,7 @@ func roffInlineIn(s, base string) string {
 			b.WriteString(`\f` + want)
 			font = want
 		}
-		b.WriteString(roffEscape(t, code))
+		b.WriteString(roff.Escape(t, code))
 	}
 	var inline func(s string)
 	inline = func(s string) {
@@ -287,40 +289,8 @@ func roffInlineIn(s, base string) string {
 	var out []string
 	for _, l := range strings.Split(b.String(), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
-			out = append(out, roffLineStart(l))
+			out = append(out, roff.LineStart(l))
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// roffEscape escapes text for roff: backslashes, hyphens (so that flags
-// and commands copy as typed) and characters beyond ASCII, which not every
-// roff reads as UTF-8; in code, quotes too, which roff would curl.
-func roffEscape(s string, code bool) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\\':
-			b.WriteString(`\e`)
-		case r == '-':
-			b.WriteString(`\-`)
-		case code && r == '\'':
-			b.WriteString(`\(aq`)
-		case code && r == '`':
-			b.WriteString(`\(ga`)
-		case r > 0x7e:
-			fmt.Fprintf(&b, `\[u%04X]`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
-}
-
-// roffLineStart keeps a line of text from reading as a request (. or ').
-func roffLineStart(s string) string {
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
-		return `\&` + s
-	}
-	return s
 }
