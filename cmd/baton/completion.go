@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/batonhq/baton"
@@ -15,8 +18,13 @@ const completionHelp = `
 Usage: baton completion bash|zsh|fish
 
 Prints the completion script of a shell for baton's commands and their
-flags, made from the same command table and flag sets that print --help,
-so that it knows every flag that this baton has. The .deb installs them;
+flags, made from the same command table, flag sets and usage lines that
+print --help, so that it knows every flag that this baton has. It
+completes commands, their subcommands (doctor pg, outbox enqueue, …),
+flags, the values of flags that take one of a fixed set (--log-level
+debug|info|warn|error, --scope host|user, …), and job names where a
+command takes a JOB: it asks 'baton jobs --names' (at most 3 s) with the
+store flags already on the line, else $BATON_DB or the local store. The .deb installs them;
 the examples install one by hand (or, for bash, put
 'source <(baton completion bash)' in ~/.bashrc).
 
@@ -72,10 +80,98 @@ func commandNames(cmds []commandHelp) []string {
 	return names
 }
 
+// flagChoices are the values of the flags that take one of a fixed set,
+// by flag name (a name means the same in every command that has it). The
+// completions offer them after the flag; TestFlagChoicesMatchUsage checks
+// that each flag's usage names every value listed here.
+var flagChoices = map[string][]string{
+	"dst-gap":                      {baton.GapShift, baton.GapSkip},
+	"dst-repeat":                   {baton.RepeatOnce, baton.RepeatBoth},
+	"idempotency-key-format":       {"quoted", "bare"},
+	"relay-idempotency-key-format": {"quoted", "bare"},
+	"log-format":                   {"text", "json", "journal", "auto"},
+	"log-level":                    {"debug", "info", "warn", "error"},
+	"scope":                        {"host", "user"},
+}
+
+// httpMethods are what baton http's METHOD completes to.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// completionArgs is what a command's arguments (its words that are not
+// flags) complete to.
+type completionArgs struct {
+	// words are the first argument's values: subcommands (doctor pg,
+	// outbox enqueue, …) or a fixed set (completion bash).
+	words []string
+	// jobs: the first argument names a job, offered from the store as
+	// baton jobs --names lists it.
+	jobs bool
+}
+
+// subcommandWord is a subcommand or a set of them in a usage line
+// ("enqueue", "bash|zsh|fish"); placeholders are in capitals.
+var subcommandWord = regexp.MustCompile(`^[a-z][a-z0-9-]*(\|[a-z][a-z0-9-]*)*$`)
+
+// argsOf reads what c's arguments are from its usage lines ("Usage: baton
+// outbox enqueue …", "       baton outbox status …"), so that a new
+// subcommand is completed as soon as its help shows it. The subjects of
+// doctor and the methods of http are placeholders there, named here.
+func argsOf(c commandHelp) completionArgs {
+	var a completionArgs
+	for _, line := range strings.Split(c.help, "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(line, "Usage:"))
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[0] != "baton" {
+			continue
+		}
+		if fields[1] == c.name && len(fields) > 2 && subcommandWord.MatchString(fields[2]) {
+			for _, w := range strings.Split(fields[2], "|") {
+				if !slices.Contains(a.words, w) {
+					a.words = append(a.words, w)
+				}
+			}
+		}
+		// The first placeholder after the command, past its flags, is a
+		// JOB (resume's usage is pause's: "baton pause [--note TEXT] JOB").
+		for _, f := range fields[2:] {
+			if f = strings.Trim(f, "[]"); f == "JOB" {
+				a.jobs = true
+			}
+		}
+	}
+	switch c.name {
+	case "doctor":
+		for _, s := range doctorSubjects {
+			a.words = append(a.words, s.name)
+		}
+	case "http":
+		a.words = httpMethods
+	}
+	return a
+}
+
+// storeFlagNames are the flags that say which store baton jobs --names
+// reads: the completions pass them on from the line being completed.
+var storeFlagNames = []string{"db", "lock-dir", "scope", "schema"}
+
 func bashCompletion(w io.Writer, cmds []commandHelp) error {
 	var b strings.Builder
 	b.WriteString(`# bash completion for baton: made by 'baton completion bash' from the flag
-# sets that print each command's --help.
+# sets and usage lines that print each command's --help.
+
+# _baton_jobs lists the store's jobs, as baton jobs --names does, with the
+# store flags of the line being completed; 3 s at most, nothing on error.
+_baton_jobs() {
+    local i args=()
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        case ${COMP_WORDS[i]} in
+            ` + "--" + strings.Join(storeFlagNames, "|--") + `) args+=("${COMP_WORDS[i]}" "${COMP_WORDS[i+1]}") ;;
+            ` + "--" + strings.Join(storeFlagNames, "=*|--") + `=*) args+=("${COMP_WORDS[i]}") ;;
+        esac
+    done
+    timeout 3 "${COMP_WORDS[0]}" jobs --names "${args[@]}" 2>/dev/null
+}
+
 _baton() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
     if [[ $COMP_CWORD -eq 1 ]]; then
@@ -90,8 +186,13 @@ _baton() {
             return
         fi
     done
-    local flags= valued=
+    local flags= valued= words= jobs=
     case ${COMP_WORDS[1]} in
+    help)
+        if [[ $COMP_CWORD -eq 2 ]]; then
+            COMPREPLY=($(compgen -W "` + strings.Join(commandNames(cmds), " ") + `" -- "$cur"))
+        fi
+        return ;;
 `)
 	for _, c := range cmds {
 		var flags, valued []string
@@ -101,15 +202,49 @@ _baton() {
 				valued = append(valued, "--"+f.Name)
 			}
 		}
-		fmt.Fprintf(&b, "    %s)\n        flags=%q\n        valued=%q ;;\n", c.name, strings.Join(flags, " "), strings.Join(valued, " "))
+		a := argsOf(c)
+		jobs := ""
+		if a.jobs {
+			jobs = "1"
+		}
+		fmt.Fprintf(&b, "    %s)\n        flags=%q\n        valued=%q\n        words=%q jobs=%q ;;\n",
+			c.name, strings.Join(flags, " "), strings.Join(valued, " "), strings.Join(a.words, " "), jobs)
 	}
 	b.WriteString(`    esac
     if [[ $prev == --* && " $valued " == *" $prev "* ]]; then
-        COMPREPLY=($(compgen -f -- "$cur"))
+        case $prev in
+`)
+	for _, name := range slices.Sorted(maps.Keys(flagChoices)) {
+		fmt.Fprintf(&b, "        --%s) COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", name, strings.Join(flagChoices[name], " "))
+	}
+	b.WriteString(`        *) COMPREPLY=($(compgen -f -- "$cur")) ;;
+        esac
         return
     fi
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$flags --help" -- "$cur"))
+        return
+    fi
+    # How many arguments come before this one: a subcommand or a job is
+    # the first.
+    local n=0 skip=
+    for ((i = 2; i < COMP_CWORD; i++)); do
+        if [[ -n $skip ]]; then
+            skip=
+        elif [[ ${COMP_WORDS[i]} == --*=* ]]; then
+            :
+        elif [[ ${COMP_WORDS[i]} == -* ]]; then
+            [[ " $valued " == *" ${COMP_WORDS[i]} "* ]] && skip=1
+        else
+            n=$((n + 1))
+        fi
+    done
+    if [[ $n -eq 0 && -n $words ]]; then
+        COMPREPLY=($(compgen -W "$words" -- "$cur"))
+        return
+    fi
+    if [[ $n -eq 0 && -n $jobs ]]; then
+        COMPREPLY=($(compgen -W "$(_baton_jobs)" -- "$cur"))
         return
     fi
     COMPREPLY=($(compgen -f -- "$cur"))
@@ -130,7 +265,23 @@ func zshCompletion(w io.Writer, cmds []commandHelp) error {
 	var b strings.Builder
 	b.WriteString(`#compdef baton
 # zsh completion for baton: made by 'baton completion zsh' from the flag sets
-# that print each command's --help.
+# and usage lines that print each command's --help.
+
+# _baton_jobs offers the store's jobs, as baton jobs --names lists them, with
+# the store flags of the line being completed; 3 s at most.
+_baton_jobs() {
+    local -a jobs args
+    local i
+    for (( i = 2; i < CURRENT; i++ )); do
+        case ${words[i]} in
+            ` + "--" + strings.Join(storeFlagNames, "|--") + `) args+=(${words[i]} ${words[i+1]}) ;;
+            ` + "--" + strings.Join(storeFlagNames, "=*|--") + `=*) args+=(${words[i]}) ;;
+        esac
+    done
+    jobs=(${(f)"$(timeout 3 ${words[1]} jobs --names $args 2>/dev/null)"})
+    _describe -t jobs 'job' jobs
+}
+
 _baton() {
     local -a commands
     commands=(
@@ -143,6 +294,10 @@ _baton() {
         _describe -t commands 'baton command' commands
         return
     fi
+    if [[ ${words[2]} == help ]]; then
+        (( CURRENT == 3 )) && _describe -t commands 'baton command' commands
+        return
+    fi
     local cmd=${words[2]}
     shift words
     (( CURRENT-- ))
@@ -152,13 +307,22 @@ _baton() {
 		fmt.Fprintf(&b, "    %s)\n        _arguments -S \\\n", c.name)
 		for _, f := range c.flags {
 			name, usage := flag.UnquoteUsage(f)
-			if takesValue(f) {
+			if choices, ok := flagChoices[f.Name]; ok && takesValue(f) {
+				fmt.Fprintf(&b, "            '--%s=[%s]:%s:(%s)' \\\n", f.Name, zshQuote(firstLine(usage)), zshQuote(cmp.Or(name, "VALUE")), strings.Join(choices, " "))
+			} else if takesValue(f) {
 				fmt.Fprintf(&b, "            '--%s=[%s]:%s:_files' \\\n", f.Name, zshQuote(firstLine(usage)), zshQuote(cmp.Or(name, "VALUE")))
 			} else {
 				fmt.Fprintf(&b, "            '--%s[%s]' \\\n", f.Name, zshQuote(firstLine(usage)))
 			}
 		}
-		b.WriteString("            '--help[print the help]' \\\n            '*::argument:_files' ;;\n")
+		b.WriteString("            '--help[print the help]' \\\n")
+		switch a := argsOf(c); {
+		case len(a.words) > 0:
+			fmt.Fprintf(&b, "            '1:subcommand:(%s)' \\\n", strings.Join(a.words, " "))
+		case a.jobs:
+			b.WriteString("            '1:job:_baton_jobs' \\\n")
+		}
+		b.WriteString("            '*::argument:_files' ;;\n")
 	}
 	b.WriteString(`    esac
 }
@@ -179,9 +343,68 @@ func fishQuote(s string) string {
 
 func fishCompletion(w io.Writer, cmds []commandHelp) error {
 	var b strings.Builder
-	b.WriteString("# fish completion for baton: made by 'baton completion fish' from the flag\n# sets that print each command's --help.\n")
+	var valued []string
+	for _, c := range cmds {
+		for _, f := range c.flags {
+			if takesValue(f) && !slices.Contains(valued, "--"+f.Name) {
+				valued = append(valued, "--"+f.Name)
+			}
+		}
+	}
+	slices.Sort(valued)
+	b.WriteString(`# fish completion for baton: made by 'baton completion fish' from the flag
+# sets and usage lines that print each command's --help.
+
+# __baton_nargs prints how many arguments (words that are not flags or
+# their values) follow the command on the line being completed.
+function __baton_nargs
+    set -l valued ` + strings.Join(valued, " ") + `
+    set -l words (commandline -opc)
+    set -l n 0
+    set -l skip 0
+    for w in $words[3..-1]
+        if test $skip = 1
+            set skip 0
+        else if string match -q -- '--*=*' $w
+        else if string match -q -- '-*' $w
+            contains -- $w $valued; and set skip 1
+        else
+            set n (math $n + 1)
+        end
+    end
+    echo $n
+end
+
+# __baton_jobs lists the store's jobs, as baton jobs --names does, with the
+# store flags of the line being completed; 3 s at most.
+function __baton_jobs
+    set -l words (commandline -opc)
+    set -l args
+    for i in (seq 3 (count $words))
+        switch $words[$i]
+            case ` + "--" + strings.Join(storeFlagNames, " --") + `
+                set -a args $words[$i] $words[(math $i + 1)]
+            case ` + "--" + strings.Join(storeFlagNames, "=\\* --") + `=\*
+                set -a args $words[$i]
+        end
+    end
+    timeout 3 $words[1] jobs --names $args 2>/dev/null
+end
+
+`)
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "complete -c baton -n __fish_use_subcommand -f -a %s -d %s\n", c.name, fishQuote(c.synopsis))
+	}
+	b.WriteString("complete -c baton -n __fish_use_subcommand -f -a help -d 'print a command\\'s help'\n")
+	fmt.Fprintf(&b, "complete -c baton -n '__fish_seen_subcommand_from help; and test (__baton_nargs) -eq 1' -f -a %s\n", fishQuote(strings.Join(commandNames(cmds), " ")))
+	for _, c := range cmds {
+		cond := "__fish_seen_subcommand_from " + c.name + "; and test (__baton_nargs) -eq 0"
+		switch a := argsOf(c); {
+		case len(a.words) > 0:
+			fmt.Fprintf(&b, "complete -c baton -n %s -f -a %s\n", fishQuote(cond), fishQuote(strings.Join(a.words, " ")))
+		case a.jobs:
+			fmt.Fprintf(&b, "complete -c baton -n %s -f -a '(__baton_jobs)'\n", fishQuote(cond))
+		}
 	}
 	for _, c := range cmds {
 		cond := fishQuote("__fish_seen_subcommand_from " + c.name)
@@ -190,6 +413,9 @@ func fishCompletion(w io.Writer, cmds []commandHelp) error {
 			req := ""
 			if takesValue(f) {
 				req = " -r"
+			}
+			if choices, ok := flagChoices[f.Name]; ok && req != "" {
+				req += " -f -a " + fishQuote(strings.Join(choices, " "))
 			}
 			fmt.Fprintf(&b, "complete -c baton -n %s -l %s%s -d %s\n", cond, f.Name, req, fishQuote(firstLine(usage)))
 		}

@@ -232,3 +232,35 @@ func TestCompletionBadShell(t *testing.T) {
 		t.Errorf("exit %d, %q", code, stderr.String())
 	}
 }
+
+// Every value that the completions offer after a flag is one its usage
+// names, for every command that has the flag; and each listed flag exists.
+func TestFlagChoicesMatchUsage(t *testing.T) {
+	cmds, err := helpFor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, c := range cmds {
+		for _, f := range c.flags {
+			choices, ok := flagChoices[f.Name]
+			if !ok {
+				continue
+			}
+			seen[f.Name] = true
+			if !takesValue(f) {
+				t.Errorf("baton %s --%s takes no value, but the completions offer %q", c.name, f.Name, choices)
+			}
+			for _, v := range choices {
+				if !regexp.MustCompile(`\b` + regexp.QuoteMeta(v) + `\b`).MatchString(f.Usage) {
+					t.Errorf("baton %s --%s: its usage does not name %q, which the completions offer: %s", c.name, f.Name, v, f.Usage)
+				}
+			}
+		}
+	}
+	for name := range flagChoices {
+		if !seen[name] {
+			t.Errorf("flagChoices lists --%s, which no command has", name)
+		}
+	}
+}

@@ -27,6 +27,9 @@ Examples:
   # the jobs of the local store
   baton jobs
 
+  # only the names, one per line (as the shell completions read them)
+  baton jobs --names
+
   # the jobs of a PostgreSQL store, and the daemons' drift, as JSON
   baton jobs --db postgres://baton@db1/app --json
 `
@@ -36,6 +39,7 @@ type JobsCommand struct {
 	env   *Env
 	store storeFlags
 	json  bool
+	names bool
 }
 
 type jobRow struct {
@@ -49,6 +53,7 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 	fs := newFlagSet("jobs", c.env.Stdout, jobsHelp)
 	c.store.register(fs)
 	fs.BoolVar(&c.json, "json", false, "print JSON: {\"jobs\": […], \"daemons\": […]}")
+	fs.BoolVar(&c.names, "names", false, "print only the jobs' names, one per line (the shell completions read them)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -61,6 +66,16 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer st.close()
+	if c.names {
+		jobs, err := st.schedule.Jobs(ctx)
+		if err != nil {
+			return err
+		}
+		for _, dj := range jobs {
+			fmt.Fprintln(c.env.Stdout, dj.Job.Name)
+		}
+		return nil
+	}
 	// The listing and the daemons (with their files' versions, as large as
 	// the listing's names) are read side by side, on two connections.
 	type listing struct {

@@ -300,6 +300,10 @@ description: |
 vendor: batonhq
 homepage: https://github.com/batonhq/baton
 license: Apache-2.0
+# The completions install under bash-completion's directory, which bash
+# reads only with that package.
+recommends:
+  - bash-completion
 contents:
   - src: {{.Binary}}
     dst: /usr/bin/baton

@@ -64,6 +64,10 @@ func TestReleaseDeb(t *testing.T) {
 		t.Fatalf("dpkg-deb --contents: %v", err)
 	}
 	t.Logf("dpkg-deb --contents %s:\n%s", filepath.Base(deb), contents)
+	// The bash completion is read only where bash-completion is installed.
+	if rec, err := exec.Command(dpkgDeb, "--field", deb, "Recommends").Output(); err != nil || !strings.Contains(string(rec), "bash-completion") {
+		t.Errorf("the .deb's Recommends: %q (%v), want bash-completion", rec, err)
+	}
 	// "-rw-r--r-- root/root  1234 2026-12-02 04:00 ./usr/bin/baton"
 	files := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(contents)), "\n") {
