@@ -215,3 +215,39 @@ func TestDaemonNotRootRefusesOtherUsers(t *testing.T) {
 		t.Errorf("the other user's job ran")
 	}
 }
+
+// baton validate, run by anyone, checks that a job's user and group exist
+// on this host (64 naming the field when not), and notes that a job of
+// another user needs a daemon running as root, without failing for it: a
+// sysadmin validates as themselves before installing the file.
+func TestValidateJobUsers(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	pg := lookupAccount(t, "postgres", "")
+	lookupAccount(t, "nobody", "")
+	dir := sharedDir(t)
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte(`jobs:
+  - {name: dump, schedule: '@daily', command: pg_dumpall, user: postgres}
+  - {name: sync, schedule: '@daily', command: date, user: nobody, group: postgres}
+`), 0o644)
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(`jobs:
+  - {name: a, schedule: '@daily', command: date, user: no-such-user-e2e}
+  - {name: b, schedule: '@daily', command: date, user: nobody, group: no-such-group-e2e}
+`), 0o644)
+	r := runAs(t, uint32(pg.uid), uint32(pg.gid), nil, "validate", good)
+	note := "baton validate: warning: job sync: runs as nobody: only a daemon running as root (or as nobody) runs it; the packaged baton.service runs as baton, see docs/SYSTEMD.md"
+	if r.code != 0 || !strings.Contains(r.stderr, note) || strings.Contains(r.stderr, "job dump:") {
+		t.Errorf("validate as postgres: exit %d, stderr:\n%s\nwant 0 and, for sync alone, %q", r.code, r.stderr, note)
+	}
+	r = runAs(t, uint32(pg.uid), uint32(pg.gid), nil, "validate", bad)
+	for _, want := range []string{
+		bad + `: jobs[0](a).user: no user "no-such-user-e2e" on this host`,
+		bad + `: jobs[1](b).group: no group "no-such-group-e2e" on this host`,
+	} {
+		if r.code != 64 || !strings.Contains(r.stderr, want) {
+			t.Errorf("validate of unknown accounts: exit %d, stderr:\n%s\nwant 64 and %q", r.code, r.stderr, want)
+		}
+	}
+}
