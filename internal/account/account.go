@@ -4,6 +4,9 @@
 // initgroups(3) gives them) and the variables cron sets from the user's
 // passwd entry (HOME, LOGNAME, USER).
 //
+// Lookups go through os/user: with cgo, the C library (NSS); without it,
+// as baton is released, /etc/passwd and /etc/group alone.
+//
 // Names are looked up on every run, as cron reads passwd for each line it
 // runs: an account changed on a host applies to its next run, and the same
 // name may have another uid on another host of the fleet.
