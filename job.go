@@ -48,6 +48,13 @@ type Job struct {
 	// the versions of jobs written before the setting existed stay as
 	// they were.
 	Output string `json:"output,omitempty"`
+
+	// User, when set, is the account (a user name) whose uid, groups,
+	// HOME, LOGNAME and USER the command runs with, as cron runs a
+	// crontab's lines; Group, when set, replaces the user's primary group.
+	// Only a daemon running as root runs a job as another user.
+	User  string `json:"user,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // Notification kinds: a run's outcome, the first success after notified

@@ -618,6 +618,7 @@ var jobKeys = []string{
 	"ttl", "timeout", "kill_after", "jitter",
 	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
 	"notify", "output", "shell", "stdin",
+	"user", "group",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
@@ -628,7 +629,7 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job { return p.jobSetting
 // defaults.
 func (p *parser) jobSettings(n *yaml.Node, field string, whole bool) baton.Job {
 	var j baton.Job
-	var command *yaml.Node
+	var command, group *yaml.Node
 	shell := ""
 	seen := p.fields(n, field, jobKeys, func(key string, v *yaml.Node, field string) {
 		switch key {
@@ -718,8 +719,16 @@ func (p *parser) jobSettings(n *yaml.Node, field string, whole bool) baton.Job {
 			shell = p.shell(v, field)
 		case "stdin":
 			p.stdin(v, field, &j)
+		case "user":
+			j.User = p.account(v, field, "user", "postgres")
+		case "group":
+			j.Group = p.account(v, field, "group", "adm")
+			group = v
 		}
 	})
+	if whole && group != nil && j.User == "" && j.Group != "" {
+		p.add(group, field+".group", "a group needs a user; give user (the job's or the defaults') too")
+	}
 	if j.Shell && shell != "" {
 		// A list-form command runs as it is: shell is only for a string.
 		j.Command[0] = shell

@@ -445,9 +445,9 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 	if d.Action != nil {
 		return d.Action(j, t, term), false, nil
 	}
-	env := append([]string{}, d.Env...)
-	for k, v := range j.Env {
-		env = append(env, k+"="+v)
+	env, dir, cred, err := commandEnv(j, d.Env)
+	if err != nil {
+		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot run the command as its user: " + err.Error()}, false, nil
 	}
 	tail := &tailBuffer{max: OutputTail}
 	stdout, stderr, copied, err := d.captureOutput(j, t, attempt, tail)
@@ -458,8 +458,8 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 	sup := supervise.Supervisor{
 		Leaser:    observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs},
 		KillAfter: j.KillAfter.D(), MaxRun: j.Timeout.D(), Stop: a.stop,
-		OwnSignals: true, KeepLease: true, Stdout: stdout, Stderr: stderr, Env: env, Dir: j.Dir,
-		GuardPath: d.GuardPath, Stdin: jobStdin(j),
+		OwnSignals: true, KeepLease: true, Stdout: stdout, Stderr: stderr, Env: env, Dir: dir,
+		GuardPath: d.GuardPath, Stdin: jobStdin(j), Credential: cred,
 		ExtraEnv: []string{
 			"BATON_JOB=" + j.Name,
 			"BATON_TICK=" + baton.FormatTick(t.At),

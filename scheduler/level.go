@@ -33,7 +33,10 @@ import (
 // whatever its outcome), which a level-2 daemon would never send. A shell
 // other than /bin/sh needs no level: the command it makes ([shell, "-c",
 // string]) is stored as it runs.
-const FeatureLevel = 3
+//
+// Level 4 adds a job's user and group (user:, group:): a level-3 daemon
+// would run such a job as itself.
+const FeatureLevel = 4
 
 // feature is a part of job semantics and the level that brought it.
 type feature struct {
@@ -57,6 +60,7 @@ var features = []feature{
 		_, path := j.Env["PATH"]
 		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")
 	}},
+	{4, "user and group: the command runs as the job's user", func(j baton.Job) bool { return j.User != "" || j.Group != "" }},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

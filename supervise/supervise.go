@@ -97,6 +97,10 @@ type Supervisor struct {
 	// and BATON_IDEMPOTENCY_KEY); it wins over them.
 	ExtraEnv []string
 	Dir      string
+	// Credential, when set, is the user and groups the command runs as (a
+	// job's user:); only root may give another. The guard keeps this
+	// process's user, so that its trust window and kills reach the tree.
+	Credential *syscall.Credential
 	// GuardPath is the executable that runs GuardMain when called with
 	// GuardCommand as its first argument; default: GuardBeside this
 	// executable. A guard that refuses the protocol is replaced by this
@@ -270,6 +274,12 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 	strays := cmp.Or(s.Strays, "wait")
 	guardArgs := []string{GuardCommand, "--protocol", guard.Protocol, "--strays", strays, "--kill-after", killAfter.String(),
 		"--ppid", strconv.Itoa(os.Getpid()), "--path", path}
+	if c := s.Credential; c != nil {
+		guardArgs = append(guardArgs, "--cred", credArg(c))
+		if s.Dir != "" {
+			guardArgs = append(guardArgs, "--dir", s.Dir)
+		}
+	}
 	// A lease that can expire (it is not a lock the guard holds too) gets a
 	// trust window in the guard as well: the guard stops the tree when it
 	// ends, whatever becomes of this process (see trust below).
@@ -565,4 +575,13 @@ func commandPath(envs ...[]string) string {
 		}
 	}
 	return os.Getenv("PATH")
+}
+
+// credArg is c as the guard's --cred reads it: UID:GID:GROUP,GROUP,….
+func credArg(c *syscall.Credential) string {
+	groups := make([]string, len(c.Groups))
+	for i, g := range c.Groups {
+		groups[i] = strconv.FormatUint(uint64(g), 10)
+	}
+	return fmt.Sprintf("%d:%d:%s", c.Uid, c.Gid, strings.Join(groups, ","))
 }

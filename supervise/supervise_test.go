@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -171,25 +172,50 @@ func TestCommandFoundOnItsOwnPath(t *testing.T) {
 
 // The guard keeps the trust window itself: given a deadline and no
 // extension (its supervisor frozen), it stops the command's tree, TERM then
-// KILL, and says why; extensions that keep coming keep it running.
+// KILL, and says why; extensions that keep coming keep it running. A
+// command run as another user (--cred, as root) is stopped alike: the
+// guard keeps its own privileges.
 func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 	t.Parallel()
-	for _, extend := range []bool{false, true} {
-		t.Run(map[bool]string{false: "no extension", true: "extended"}[extend], func(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		extend bool
+		cred   []string // the guard's --cred and its value, for a run as nobody
+	}{
+		{"no extension", false, nil},
+		{"extended", true, nil},
+		{"no extension, as nobody", false, []string{"--cred", "65534:65534:65534"}},
+	} {
+		extend := tc.extend
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			dir := t.TempDir()
+			if tc.cred != nil {
+				if os.Geteuid() != 0 {
+					t.Skip("runs the command as nobody: needs root")
+				}
+				// t.TempDir's parent is root's alone.
+				var err error
+				if dir, err = os.MkdirTemp("", "baton-guard-"); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(dir) })
+				os.Chmod(dir, 0o777)
+			}
 			results, resultW, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
-			running := filepath.Join(t.TempDir(), "running")
+			running := filepath.Join(dir, "running")
 			cell, err := supervise.NewTrustCell(time.Now().Add(2 * time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer cell.Close()
 			self, _ := os.Executable()
-			cmd := exec.Command(self, supervise.GuardCommand, "--protocol", guard.Protocol, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
-				"--path", "/bin/sh", "--trust", "--", "sh", "-c", `trap '' TERM; touch `+running+`; sleep 3; echo done`)
+			args := append([]string{supervise.GuardCommand, "--protocol", guard.Protocol, "--kill-after", "200ms", "--ppid", strconv.Itoa(os.Getpid()),
+				"--path", "/bin/sh", "--trust"}, tc.cred...)
+			cmd := exec.Command(self, append(args, "--", "sh", "-c", `trap '' TERM; touch `+running+`; sleep 3; echo done`)...)
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
 			cmd.ExtraFiles = []*os.File{resultW, nil, cell.File()}
@@ -238,6 +264,9 @@ func TestGuardStopsTreeWhenTrustEnds(t *testing.T) {
 			}
 			if !r.TrustExpired || r.ExitCode != 128+9 || !r.Done || strings.Contains(out.String(), "done") {
 				t.Fatalf("report %+v after %s, want the tree stopped for trust; output %q", r, took, out.String())
+			}
+			if fi, err := os.Stat(running); tc.cred != nil && (err != nil || fi.Sys().(*syscall.Stat_t).Uid != 65534) {
+				t.Fatalf("the command did not run as nobody: %v %v", fi, err)
 			}
 		})
 	}

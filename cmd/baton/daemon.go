@@ -176,7 +176,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	// have rewritten the fleet's jobs on its way out.
 	restoreGC := leanGC()
 	defer restoreGC()
-	file, err := jobfile.Load(c.config)
+	file, err := loadJobFile(c.config)
 	if err != nil {
 		return err
 	}
@@ -259,7 +259,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	go func() {
 		for range hup {
 			restore := leanGC()
-			f, err := jobfile.Load(c.config)
+			f, err := loadJobFile(c.config)
 			if err != nil {
 				restore()
 				log.Error("reload refused: the job file is invalid; keeping the jobs loaded before", "config", c.config, "err", err)
@@ -314,6 +314,21 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 	return err
+}
+
+// loadJobFile loads the daemon's job file, at start and on reload: a file
+// whose jobs this daemon could not run as their users (an unknown user or
+// group, another user while it is not root) is invalid, as a bad schedule
+// is.
+func loadJobFile(path string) (*jobfile.File, error) {
+	f, err := jobfile.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.CheckAccounts(os.Geteuid(), os.Getegid()); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // relayTopics are r's topics (none for a nil relay).

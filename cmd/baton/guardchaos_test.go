@@ -14,6 +14,7 @@ package main_test
 // fix: 4 of 4).
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -201,40 +202,83 @@ func TestChaosKilledGuard(t *testing.T) {
 }
 
 // The same in the daemon, which has other children and so finds the tree by
-// its process group and environment.
+// its process group and environment; and for a job run as another user
+// (user: nobody), whose tree the daemon, as root, still finds and kills.
 func TestChaosKilledGuardDaemon(t *testing.T) {
 	t.Parallel()
-	bothStores(t, func(t *testing.T, s store) {
-		dir := t.TempDir()
-		lock, log := filepath.Join(dir, "lock"), filepath.Join(dir, "log")
-		config := writeJobFile(t, fmt.Sprintf(`jobs:
+	for _, as := range chaosUsers(t) {
+		t.Run(cmp.Or(as, "daemon's user"), func(t *testing.T) {
+			t.Parallel()
+			bothStores(t, func(t *testing.T, s store) { killedGuardDaemon(t, s, as) })
+		})
+	}
+}
+
+// chaosUsers are the users the daemon chaos tests run their jobs as: the
+// daemon's own (""), and nobody when the tests run as root.
+func chaosUsers(t *testing.T) []string {
+	if os.Geteuid() != 0 {
+		t.Log("not root: no trials of a job run as another user")
+		return []string{""}
+	}
+	return []string{"", "nobody"}
+}
+
+// userLine is a job's user setting for as ("" for the daemon's user), and
+// the directory where such a job may write.
+func userLine(t *testing.T, as string) (line, dir string) {
+	if as == "" {
+		return "", t.TempDir()
+	}
+	return "    user: " + as + "\n", sharedDir(t)
+}
+
+// ranAs checks that the file at path, which a job wrote, belongs to as.
+func ranAs(t *testing.T, path, as string) {
+	t.Helper()
+	if as == "" {
+		return
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := lookupAccount(t, as, ""); int(fi.Sys().(*syscall.Stat_t).Uid) != a.uid {
+		t.Errorf("%s belongs to uid %d, not %s's %d: the job did not run as %s", path, fi.Sys().(*syscall.Stat_t).Uid, as, a.uid, as)
+	}
+}
+
+func killedGuardDaemon(t *testing.T, s store, as string) {
+	user, dir := userLine(t, as)
+	lock, log := filepath.Join(dir, "lock"), filepath.Join(dir, "log")
+	config := writeJobFile(t, fmt.Sprintf(`jobs:
   - name: killed-guard
     schedule: "* * * * * *"
     command: %s
     ttl: 3s
     kill_after: 300ms
-`, strconvQuote("("+holdLock(lock, log, 30)+") & wait")))
-		d := s.startDaemon(t, "d", config)
-		n := edgeTrials(t)
-		for range n {
-			// Wait for a run to hold the lock, then kill its guard.
-			before := len(startsIn(log))
-			waitLine(t, log, 2*time.Minute, func(string) bool { return len(startsIn(log)) > before })
-			syscall.Kill(guardOf(t, d.cmd.Process.Pid), syscall.SIGKILL)
-		}
-		// One more run after the last kill, then stop.
+%s`, strconvQuote("("+holdLock(lock, log, 30)+") & wait"), user))
+	d := s.startDaemon(t, "d", config)
+	n := edgeTrials(t)
+	for range n {
+		// Wait for a run to hold the lock, then kill its guard.
 		before := len(startsIn(log))
 		waitLine(t, log, 2*time.Minute, func(string) bool { return len(startsIn(log)) > before })
-		d.stop(t)
-		o := overlaps(log)
-		if len(o) > 0 {
-			t.Errorf("a run overlapped a tree whose guard was killed: %v", o)
-		}
-		t.Logf("edge killed guard, daemon, %s: trials %d, overlaps %d", s.name, n, len(o))
-		if !strings.Contains(d.logText(t), "guard") {
-			t.Errorf("the daemon did not log its guard's death")
-		}
-	})
+		syscall.Kill(guardOf(t, d.cmd.Process.Pid), syscall.SIGKILL)
+	}
+	// One more run after the last kill, then stop.
+	before := len(startsIn(log))
+	waitLine(t, log, 2*time.Minute, func(string) bool { return len(startsIn(log)) > before })
+	d.stop(t)
+	o := overlaps(log)
+	if len(o) > 0 {
+		t.Errorf("a run overlapped a tree whose guard was killed: %v", o)
+	}
+	t.Logf("edge killed guard, daemon, %s: trials %d, overlaps %d", s.name, n, len(o))
+	if !strings.Contains(d.logText(t), "guard") {
+		t.Errorf("the daemon did not log its guard's death")
+	}
+	ranAs(t, log, as)
 }
 
 func startsIn(log string) []string {
@@ -251,23 +295,29 @@ func startsIn(log string) []string {
 // A daemon frozen alone past its jobs' TTL: its guards stop the commands
 // before the terms expire, the daemon that takes over finds the kernel locks
 // free, and the frozen daemon's runs are recorded lost-lease, all of them,
-// once it thaws.
+// once it thaws. The same for jobs run as another user (user: nobody): the
+// guards, which keep the daemon's privileges, stop those trees too.
 func TestChaosFrozenDaemon(t *testing.T) {
 	t.Parallel()
-	s := pgStore(t)
-	trials := edgeTrials(t)
-	perRound := min(trials, 10)
-	bad := 0
-	for round := 0; round*perRound < trials; round++ {
-		bad += frozenDaemonRound(t, s, round, min(perRound, trials-round*perRound))
+	for _, as := range chaosUsers(t) {
+		t.Run(cmp.Or(as, "daemon's user"), func(t *testing.T) {
+			t.Parallel()
+			s := pgStore(t)
+			trials := edgeTrials(t)
+			perRound := min(trials, 10)
+			bad := 0
+			for round := 0; round*perRound < trials; round++ {
+				bad += frozenDaemonRound(t, s, round, min(perRound, trials-round*perRound), as)
+			}
+			t.Logf("edge frozen daemon %s: trials %d, overlaps %d", as, trials, bad)
+		})
 	}
-	t.Logf("edge frozen daemon: trials %d, overlaps %d", trials, bad)
 }
 
-// frozenDaemonRound freezes a daemon running jobs jobs and returns how many
-// of them overlapped.
-func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
-	dir := t.TempDir()
+// frozenDaemonRound freezes a daemon running jobs jobs, as user as, and
+// returns how many of them overlapped.
+func frozenDaemonRound(t *testing.T, s store, round, jobs int, as string) (bad int) {
+	user, dir := userLine(t, as)
 	logOf := func(i int) string { return filepath.Join(dir, fmt.Sprint(i, ".log")) }
 	name := func(i int) string { return fmt.Sprintf("frozen-%d-%d", round, i) }
 	var b strings.Builder
@@ -279,7 +329,7 @@ func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
     ttl: 3s
     kill_after: 300ms
     overlap: skip
-`, name(i), strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), logOf(i), 120)))
+%s`, name(i), strconvQuote(holdLock(filepath.Join(dir, fmt.Sprint(i, ".lock")), logOf(i), 120)), user)
 	}
 	config := writeJobFile(t, b.String())
 	// Runs of 120 s, so that none ends by itself within the test: with 12 s
@@ -330,6 +380,7 @@ func frozenDaemonRound(t *testing.T, s store, round, jobs int) (bad int) {
 			bad++
 			t.Errorf("job %s: a run overlapped the frozen daemon's: %v", name(i), o)
 		}
+		ranAs(t, logOf(i), as)
 		for _, tk := range s.ticks(t, name(i)) {
 			for _, at := range tk.AttemptList {
 				if at.Token == frozen[i] && at.Outcome != string(baton.OutcomeLostLease) {

@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/user"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +34,10 @@ With --json, stdout has {"file", "valid", "jobs"} for a valid file and
 {"file", "valid": false, "problems": [{"line", "column", "field",
 "message"}], "omitted"} for an invalid one (line and column 0 when
 unknown; omitted counts the problems past the first 50).
+
+A job's user and group must exist on this host. A job of another user
+than the one validating gets a warning: only a daemon running as root (or
+as that user) runs it, and a daemon that cannot refuses the file.
 
 Warnings (legal but likely wrong, e.g. retries that outlast key_retention,
 or a job without timezone on a host whose zone is not UTC: cron would read
@@ -75,6 +82,11 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		return baton.Invalid("arguments", "want one job file, got %d arguments", len(pos))
 	}
 	file, err := jobfile.Load(pos[0])
+	if err == nil {
+		// The daemon's user is not known here: only the accounts'
+		// existence is checked, and jobs of other users get a warning.
+		err = file.CheckAccounts(-1, -1)
+	}
 	var invalid *jobfile.Error
 	if errors.As(err, &invalid) {
 		return c.problems(invalid)
@@ -92,6 +104,9 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		}
 		warnings := scheduler.Warnings(j)
 		if w := zoneWarning(j, host); w != "" {
+			warnings = append(warnings, w)
+		}
+		if w := userWarning(j); w != "" {
 			warnings = append(warnings, w)
 		}
 		out = append(out, validatedJob{Name: j.Name, Version: j.Version(), Schedule: j.Schedule,
@@ -122,6 +137,19 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.Name, v.Version, v.Schedule, v.Timezone, next)
 	}
 	return tw.Flush()
+}
+
+// userWarning notes that j runs as another user than the one validating
+// it, which only a daemon running as root (or as that user) can do; ""
+// otherwise. CheckAccounts found the user.
+func userWarning(j baton.Job) string {
+	if j.User == "" {
+		return ""
+	}
+	if u, err := user.Lookup(j.User); err == nil && u.Uid == strconv.Itoa(os.Getuid()) {
+		return ""
+	}
+	return fmt.Sprintf("runs as %s: only a daemon running as root (or as %s) runs it; the packaged baton.service runs as baton, see docs/SYSTEMD.md", j.User, j.User)
 }
 
 // problem is one problem of an invalid file in validate's --json.

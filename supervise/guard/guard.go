@@ -93,6 +93,8 @@ type options struct {
 	ppid      int
 	path      string
 	trust     bool
+	cred      *syscall.Credential // with --cred: the command's user and groups
+	dir       string              // with --cred: where the command starts, entered as its user
 	argv      []string
 }
 
@@ -144,6 +146,10 @@ func parseArgs(args []string) (options, bool) {
 			o.ppid, err = strconv.Atoi(value)
 		case "path":
 			o.path = value
+		case "cred":
+			o.cred, err = parseCred(value)
+		case "dir":
+			o.dir = value
 		default:
 			return o, false
 		}
@@ -206,10 +212,15 @@ func Main(args []string) int {
 	if g.trust != nil && BootNow() >= g.trust.Load() {
 		return g.finish(result, Report{ExitCode: ExitLeaseLost, TrustExpired: true, Error: "the lease's trust window ended before the command could start; not started"})
 	}
+	// Only the command changes user (--cred): the guard keeps baton's
+	// privileges, so that it can signal, reap and kill the tree whoever it
+	// runs as. The command enters its directory as its user, as cron's
+	// child does; its Pdeathsig is set after the change, which clears it.
 	pid, err := syscall.ForkExec(o.path, o.argv, &syscall.ProcAttr{
+		Dir:   o.dir,
 		Env:   os.Environ(),
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: o.cred},
 	})
 	if err != nil {
 		return g.finish(result, Report{ExitCode: 126, Error: "cannot run " + o.argv[0] + ": " + err.Error()})
@@ -398,4 +409,45 @@ func exitStatus(ws syscall.WaitStatus) int {
 		return 128 + int(ws.Signal())
 	}
 	return ws.ExitStatus()
+}
+
+// parseCred reads --cred's UID:GID:GROUP,GROUP,… (the groups may be
+// none).
+func parseCred(s string) (*syscall.Credential, error) {
+	var fields [3]string
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			if n == 2 {
+				return nil, syscall.EINVAL
+			}
+			n++
+			continue
+		}
+		fields[n] += s[i : i+1]
+	}
+	if n != 2 {
+		return nil, syscall.EINVAL
+	}
+	uid, err := strconv.ParseUint(fields[0], 10, 32)
+	if err != nil {
+		return nil, err
+	}
+	gid, err := strconv.ParseUint(fields[1], 10, 32)
+	if err != nil {
+		return nil, err
+	}
+	c := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	for start, i := 0, 0; fields[2] != "" && i <= len(fields[2]); i++ {
+		if i < len(fields[2]) && fields[2][i] != ',' {
+			continue
+		}
+		id, err := strconv.ParseUint(fields[2][start:i], 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		c.Groups = append(c.Groups, uint32(id))
+		start = i + 1
+	}
+	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,6 +63,14 @@ func TestParseArgs(t *testing.T) {
 			options{protocol: "p1", strays: "kill", killAfter: 200 * time.Millisecond, ppid: 12, path: "/bin/true", trust: true, argv: []string{"true", "-x"}}, true},
 		{[]string{"-ppid=3", "--path=/bin/sh", "sh", "--", "-c"},
 			options{strays: "wait", killAfter: 10 * time.Second, ppid: 3, path: "/bin/sh", argv: []string{"sh", "--", "-c"}}, true},
+		{[]string{"--ppid", "1", "--cred", "65534:65534:65534,4,27", "--dir", "/", "--", "id"},
+			options{strays: "wait", killAfter: 10 * time.Second, ppid: 1, argv: []string{"id"}, dir: "/",
+				cred: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{65534, 4, 27}}}, true},
+		{[]string{"--cred", "5:6:", "--", "id"},
+			options{strays: "wait", killAfter: 10 * time.Second, argv: []string{"id"}, cred: &syscall.Credential{Uid: 5, Gid: 6, Groups: []uint32{}}}, true},
+		{[]string{"--cred", "5:6", "--", "id"}, options{}, false},
+		{[]string{"--cred", "5:6:7,", "--", "id"}, options{}, false},
+		{[]string{"--cred", "5:x:7", "--", "id"}, options{}, false},
 		{[]string{"--ppid", "1", "--"}, options{}, false},               // no command
 		{[]string{"--ppid"}, options{}, false},                          // no value
 		{[]string{"--ppid", "x", "--", "true"}, options{}, false},       // not a number

@@ -10,7 +10,7 @@ package guard
 // naming the new value, when any file of the package but this one and its
 // tests changes. A variable, not a constant, only so that a test can build
 // a guard of another protocol (-ldflags -X).
-var Protocol = "e4e95028cf"
+var Protocol = "7195def02f"
 
 // ProtocolLine starts the line on which baton-guard --version names its
 // Protocol, as baton doctor local reads it.

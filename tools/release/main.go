@@ -315,6 +315,8 @@ contents:
     dst: /usr/lib/systemd/system/baton.service
   - src: {{.Root}}/packaging/baton-relay.service
     dst: /usr/lib/systemd/system/baton-relay.service
+  - src: {{.Root}}/packaging/baton-root.conf
+    dst: /usr/share/baton/baton-root.conf
   - src: {{.Root}}/packaging/sysusers.conf
     dst: /usr/lib/sysusers.d/baton.conf
   - src: {{.Root}}/packaging/tmpfiles.conf

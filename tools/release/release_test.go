@@ -82,6 +82,7 @@ func TestReleaseDeb(t *testing.T) {
 		"/usr/bin/baton-guard":                            "-rwxr-xr-x root/root",
 		"/usr/lib/systemd/system/baton.service":           "-rw-r--r-- root/root",
 		"/usr/lib/systemd/system/baton-relay.service":     "-rw-r--r-- root/root",
+		"/usr/share/baton/baton-root.conf":                "-rw-r--r-- root/root",
 		"/usr/lib/sysusers.d/baton.conf":                  "-rw-r--r-- root/root",
 		"/usr/lib/tmpfiles.d/baton.conf":                  "-rw-r--r-- root/root",
 		"/etc/baton/baton.env":                            "-rw-r----- root/root",
@@ -295,6 +296,18 @@ func verifyUnits(t *testing.T, sa, tree string) {
 			t.Fatal(err)
 		}
 		units = append(units, unit)
+	}
+	// baton.service with its drop-in for a daemon as root, where systemd
+	// reads drop-ins: beside the unit.
+	b, err := os.ReadFile(filepath.Join(tree, "usr/share/baton/baton-root.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "baton.service.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "baton.service.d", "root.conf"), b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	cmd := exec.Command(sa, append([]string{"verify"}, units...)...)
 	cmd.Env = append(os.Environ(), "MANPATH="+filepath.Join(tree, "usr/share/man"))

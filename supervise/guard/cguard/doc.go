@@ -14,7 +14,9 @@
 // Whatever the C guard does not fully understand (a flag it does not know,
 // a value it cannot parse, a protocol it does not speak) it leaves to the
 // Go guard by returning, so every refusal and usage error is the Go
-// guard's own. With BATON_GUARD_GO set in its environment it leaves every
+// guard's own. A run as another user (--cred, from a job's user:) is one
+// of them: the Go guard changes the command's credential. With
+// BATON_GUARD_GO set in its environment it leaves every
 // run to the Go guard (for tests that compare the two).
 //
 // Without cgo (CGO_ENABLED=0) the package is empty and baton-guard is the

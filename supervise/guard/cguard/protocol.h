@@ -3,5 +3,5 @@
 // equal). A build may name another, as tests do for a guard of "another
 // build": CGO_CFLAGS=-DBATON_GUARD_PROTOCOL='"x"'.
 #ifndef BATON_GUARD_PROTOCOL
-#define BATON_GUARD_PROTOCOL "e4e95028cf"
+#define BATON_GUARD_PROTOCOL "7195def02f"
 #endif
