@@ -154,3 +154,38 @@ func headingAnchors(page string) map[string]bool {
 	}
 	return anchors
 }
+
+// The README is a landing page and BENCHMARKS.md a report that opens with
+// its summary table (issue 43): the manual and the history live elsewhere
+// (docs/*.md, and git log -p docs/BENCHMARKS.md).
+func TestDocsStayShort(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		path     string
+		maxLines int
+		first    string
+	}{
+		{"../../README.md", 300, "# baton"},
+		{"../../docs/BENCHMARKS.md", 500, "## Summary"},
+	} {
+		b, err := os.ReadFile(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "\n"); n > c.maxLines {
+			t.Errorf("%s: %d lines; keep it to %d (move detail to a page of docs/, history to git)", c.path, n, c.maxLines)
+		}
+		// The first heading of c.first's level.
+		level, _, _ := strings.Cut(c.first, " ")
+		var first string
+		for _, l := range proseLines(string(b)) {
+			if strings.HasPrefix(l, level+" ") {
+				first = l
+				break
+			}
+		}
+		if first != c.first {
+			t.Errorf("%s: its first heading is %q; want %q", c.path, first, c.first)
+		}
+	}
+}
