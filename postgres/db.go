@@ -74,7 +74,7 @@ const DefaultMaxConns = 4
 // neither limit is reached in normal work. They are startup parameters,
 // not SETs, so they hold whatever connection a pooler gives; PgBouncer in
 // transaction mode must be told to ignore them (ignore_startup_parameters),
-// see the README.
+// see docs/CONNECTIONS.md.
 var SessionDefaults = map[string]string{
 	"statement_timeout":                   "30s",
 	"idle_in_transaction_session_timeout": "60s",
@@ -103,7 +103,7 @@ type DB struct {
 // postgresql:// URL, or a keyword/value string as libpq takes it, which
 // begins with a keyword and '=' and names where to connect (host, hostaddr,
 // port, dbname, user or service), as in "host=db1,db2 dbname=app". Either
-// may list several hosts (see the README, PostgreSQL connections).
+// may list several hosts (see docs/CONNECTIONS.md).
 func IsDSN(s string) bool {
 	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
 		return true
@@ -540,14 +540,14 @@ func (db *DB) translate(err error, what string) error {
 		case pgErr.Code == "08P01" && strings.Contains(pgErr.Message, "unsupported startup parameter"):
 			// PgBouncer refuses startup parameters it does not know: a
 			// configuration to fix, not an outage to wait out.
-			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see the README, PostgreSQL connections)", db.dsn, pgErr.Message)
+			return baton.Invalid("db", "%s refused a startup parameter (%s): behind PgBouncer, list statement_timeout,idle_in_transaction_session_timeout in its ignore_startup_parameters (see docs/CONNECTIONS.md)", db.dsn, pgErr.Message)
 		case pgErr.Code == sqlStateReadOnly:
 			// A standby (a DSN naming it alone, or without
 			// target_session_attrs=read-write), or a primary being demoted:
 			// a failover in progress, or a DSN to fix. Either way the store
 			// may take writes again (the pool's next connection may reach
 			// the new primary), so it is waited for, never a job's failure.
-			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is read-only, a standby (%s): during a failover this passes once a new primary is reachable; otherwise list every host of the cluster in the DSN with target_session_attrs=read-write (see the README, PostgreSQL connections)", db.dsn, what)
+			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is read-only, a standby (%s): during a failover this passes once a new primary is reachable; otherwise list every host of the cluster in the DSN with target_session_attrs=read-write (see docs/CONNECTIONS.md)", db.dsn, what)
 		case pgErr.Code == "53300", strings.HasPrefix(pgErr.Code, "08"),
 			pgErr.Code == "57P01", pgErr.Code == "57P02", pgErr.Code == "57P03":
 			return baton.Wrap(baton.EUNAVAILABLE, errors.New(msg), "PostgreSQL at %s is unavailable (%s)", db.dsn, what)

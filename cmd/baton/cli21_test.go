@@ -260,7 +260,7 @@ func TestDoctorPGHiddenAgeAndFixes(t *testing.T) {
 
 // baton run in a crontab: a busy run says one line on stderr (which cron
 // mails) even when stderr is no terminal, and nothing with --quiet, as
-// flock -n; the README's "Coming from flock(1)" says so.
+// flock -n; docs/RUN.md's "Coming from flock(1)" says so.
 func TestBusyLineInCrontab(t *testing.T) {
 	t.Parallel()
 	s := localStore(t)
@@ -277,14 +277,14 @@ func TestBusyLineInCrontab(t *testing.T) {
 	holder.Process.Kill()
 	holder.Wait()
 
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/RUN.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(string(b), "## Coming from `flock(1)`")
 	section, _, _ = strings.Cut(section, "\n## ")
 	if !strings.Contains(section, "| `flock -n` is silent when the lock is held") || !strings.Contains(section, "`--quiet` is silent") {
-		t.Errorf("README's \"Coming from flock(1)\" has no row for flock -n's silence and --quiet:\n%s", section)
+		t.Errorf("docs/RUN.md's \"Coming from flock(1)\" has no row for flock -n's silence and --quiet:\n%s", section)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 
 // A command whose arguments and environment the kernel refuses (E2BIG)
 // when the guard re-executes baton for it is a command that cannot be
-// executed: 126, as the README says, not an internal error (70). The
+// executed: 126, as docs/RUN.md says, not an internal error (70). The
 // environment is padded to just under what the kernel takes for baton's
 // own exec, so that the guard's, with its flags and BATON_* variables, is
 // refused.

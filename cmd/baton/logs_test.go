@@ -16,7 +16,7 @@ import (
 // newest ended tick's by default, the one --tick names, or it as JSON; an
 // unknown job or tick, or a job with no ended tick, is "not found" (66),
 // a bad --tick a usage error (64). baton runs --attempts shows each tick's
-// output tail too, indented under its line, as README says.
+// output tail too, indented under its line, as docs/DAEMON.md says.
 func TestLogsCommand(t *testing.T) {
 	bothStores(t, func(t *testing.T, s store) {
 		count := filepath.Join(t.TempDir(), "count")

@@ -18,7 +18,7 @@ import (
 // at rest (10,000 jobs: 4.3 MB at rest, 14 MB during a read of the
 // overview): a daemon of 10,000 jobs serving the dashboard peaked at 58-66
 // MB resident, 48-49.5 with this limit, for more CPU while the reads last
-// (docs/BENCHMARKS.md, issue 18's seventh and eighth passes). At rest the
+// (docs/BENCHMARKS.md, "Reads and memory at 10,000 jobs"). At rest the
 // limit is far above the heap and changes nothing.
 //
 // The limit is soft: a daemon that needs more than it goes on, and the

@@ -6,8 +6,8 @@
 // rest of the binary initialises: a run needs flock, supervise and uuid, not
 // the PostgreSQL driver, SQLite, Prometheus or NATS, whose initialisation
 // would otherwise cost more than the run itself (docs/BENCHMARKS.md,
-// issue 18). cmd/baton's `run` goes through the same Options.Run with the
-// store its flags open.
+// "`baton run` against `flock -n`"). cmd/baton's `run` goes through the
+// same Options.Run with the store its flags open.
 package runcmd
 
 import (
