@@ -1,10 +1,15 @@
 package lease_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +24,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	if dsn := os.Getenv("BATON_LEASE_TEST_REPLICA"); dsn != "" {
+		os.Exit(replica(dsn))
+	}
+	pgtest.Main(m)
+}
 
 // patience bounds every wait of these tests: far above what any step
 // takes on a loaded machine, so that a timeout means a bug.
@@ -459,5 +469,127 @@ func TestRunFencedWrite(t *testing.T) {
 				t.Fatalf("ExecFencedCtx without a term: %v, want EINVALID", err)
 			}
 		})
+	}
+}
+
+// replica is the child process of TestRunFrozenReplica: a replica of a
+// service that runs the job under lease.Run and writes fenced rows, one
+// every few milliseconds, for as long as its ctx is live; each write
+// ignores the ctx (as one already under way when a pause began would), so
+// that only the fence stands between it and the table. It says on stdout
+// when it holds the lease, every write the fence refused, and how its ctx
+// ended.
+func replica(dsn string) int {
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, postgres.Config{DSN: dsn, Application: "baton/lease-test-replica"})
+	if err != nil {
+		fmt.Println("open:", err)
+		return 1
+	}
+	defer db.Close()
+	err = lease.Run(ctx, postgres.NewLeaser(db), "report", lease.Options{TTL: time.Second}, func(ctx context.Context) error {
+		fmt.Println("holding", lease.Token(ctx))
+		for i := 0; ; i++ {
+			if ctx.Err() != nil {
+				fmt.Println("cancelled", baton.ErrorCode(context.Cause(ctx)), "after", i)
+				return ctx.Err()
+			}
+			_, err := postgres.ExecFencedCtx(context.WithoutCancel(ctx), db.Pool(), "",
+				"insert into results (token, seq) select $1, $2 from baton_fence", lease.Token(ctx), i)
+			if err != nil {
+				fmt.Println("write", i, baton.ErrorCode(err))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	fmt.Println("run", baton.ErrorCode(err))
+	return 0
+}
+
+// The scenario with real processes: a replica holding the lease is
+// frozen (SIGSTOP) past its TTL; another takes the lease over with a higher
+// token and writes; when the first thaws, its ctx is already cancelled
+// with an ELEASELOST cause, it stops writing, and none of its fenced writes
+// lands after the new holder's first.
+func TestRunFrozenReplica(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.DSN(t)
+	db := open(t, dsn)
+	ctx := context.Background()
+	if _, err := db.Pool().Exec(ctx, "create table results (id bigserial primary key, token bigint, seq int)"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATON_LEASE_TEST_REPLICA="+dsn)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the replica exited early")
+			}
+			return l
+		case <-time.After(patience):
+			t.Fatal("the replica said nothing")
+		}
+		return ""
+	}
+	var tok1 int64
+	if l := next(); !strings.HasPrefix(l, "holding ") {
+		t.Fatalf("replica: %q", l)
+	} else {
+		fmt.Sscan(strings.TrimPrefix(l, "holding "), &tok1)
+	}
+	// Let it write a few rows under its term, then freeze it.
+	deadline := time.Now().Add(patience)
+	for n := 0; n < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		db.Pool().QueryRow(ctx, "select count(*) from results").Scan(&n)
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	term, _ := takeOver(t, postgres.NewLeaser(db), "report", nil)
+	if term.Token <= tok1 {
+		t.Fatalf("the new holder's token %d is not above %d", term.Token, tok1)
+	}
+	var first int64
+	if err := db.Pool().QueryRow(ctx, "insert into results (token, seq) values ($1, 0) returning id", term.Token).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for l := next(); !strings.HasPrefix(l, "run ") && len(said) < 10; l = next() {
+		said = append(said, l)
+	}
+	// At most one write was under way when it froze; after the thaw its
+	// first look at ctx finds it cancelled.
+	if len(said) == 0 || len(said) > 2 || !strings.HasPrefix(said[len(said)-1], "cancelled lease_lost") {
+		t.Fatalf("after the thaw the replica said %q, want at most one refused write, then its ctx cancelled (lease_lost)", said)
+	}
+	if len(said) == 2 && !strings.HasSuffix(said[0], " fenced") {
+		t.Fatalf("a write after the thaw: %q, want it refused (fenced)", said[0])
+	}
+	var late int
+	if err := db.Pool().QueryRow(ctx, "select count(*) from results where token = $1 and id > $2", tok1, first).Scan(&late); err != nil || late != 0 {
+		t.Fatalf("%d of the frozen replica's writes landed after the new holder's first (%v)", late, err)
 	}
 }

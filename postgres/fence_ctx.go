@@ -45,7 +45,13 @@ func QueueFenceLeaseCtx(ctx context.Context, b *pgx.Batch, schema string) error 
 	return QueueFenceLease(b, schema, term.Job, term.Token)
 }
 
+// ctxTerm is the term ctx carries. A ctx already done is refused with its
+// cause (ELEASELOST when lease.Run cancelled it for a lost lease): nothing
+// is sent on a ctx that has ended.
 func ctxTerm(ctx context.Context) (*baton.Term, error) {
+	if ctx.Err() != nil {
+		return nil, context.Cause(ctx)
+	}
 	term := lease.Term(ctx)
 	if term == nil {
 		return nil, baton.Invalid("ctx", "carries no lease term: call this in the fn that lease.Run runs, or give the ctx a term with lease.NewContext")

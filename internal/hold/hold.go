@@ -157,6 +157,14 @@ func (k *Keeper) Until() time.Time {
 	return k.until
 }
 
+// Check ends the trust window now if its end has passed, without waiting
+// for the window's timer to run (after a pause of the whole process, the
+// timer runs only once the scheduler gets to it), and returns Err.
+func (k *Keeper) Check() error {
+	k.expire()
+	return k.Err()
+}
+
 // Stop ends the renewals, waiting for one in flight, and says whether the
 // trust window was still open. Stop may be called more than once.
 func (k *Keeper) Stop() (held bool) {
