@@ -53,7 +53,8 @@ var started = time.Now()
 // long (or until ctx ends).
 //
 // While fn runs, Run renews the lease about every TTL/3. The ctx given to
-// fn carries the term (Term, Token; the fence helpers read it there) and
+// fn carries the term (Term, Token; the fence helpers read it there: fn's
+// own copy, whose Until is the acquisition's) and
 // is cancelled when Run can no longer trust that it holds the lease, with
 // a cause (context.Cause) of code baton.ELEASELOST: at once when the store
 // answers a renewal that the term is over (expired, taken over, revoked),
