@@ -50,7 +50,9 @@ var started = time.Now()
 // It takes the lease first. A lease held elsewhere returns an error of
 // code baton.EBUSY at once without calling fn, unless opts.Wait is
 // positive: Run then tries again, with jittered backoff, for up to that
-// long (or until ctx ends).
+// long (or until ctx ends). A store that cannot be reached is an error of
+// code baton.EUNAVAILABLE, at once: whether to try again later is the
+// caller's choice.
 //
 // While fn runs, Run renews the lease about every TTL/3. The ctx given to
 // fn carries the term (Term, Token; the fence helpers read it there: fn's
