@@ -187,14 +187,18 @@ func Run(ctx context.Context, leaser baton.Leaser, job string, opts Options, fn 
 		}()
 		fnErr = fn(fctx)
 	}()
+	// The watcher ends now that fn has returned: nothing is logged after
+	// Run returns. No end on record: the window ended as fn returned.
+	var ended time.Time
+	for t := range watched {
+		ended = t
+	}
 	lost := keeper.Err()
 	if lost == nil {
 		return fnErr
 	}
-	// No end on record: the window ended as fn returned.
-	ended, ok := <-watched
 	took := time.Duration(0)
-	if ok {
+	if !ended.IsZero() {
 		took = time.Since(ended)
 	}
 	if took <= hold.Safety(ttl) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -364,7 +365,9 @@ func TestRunFnIgnoresCtx(t *testing.T) {
 	}
 	takenOver := make(chan struct{})
 	var write error
-	r := goRun(ctx, a, "report", lease.Options{TTL: 2 * time.Second}, func(ctx context.Context) error {
+	logged := &lockedBuffer{}
+	logger := slog.New(slog.NewTextHandler(logged, nil))
+	r := goRun(ctx, a, "report", lease.Options{TTL: 2 * time.Second, Logger: logger}, func(ctx context.Context) error {
 		<-takenOver // paused, as by a long GC pause, past its lease
 		// It ignores its ctx (a cancelled one would not even be sent), and
 		// writes to the result database directly, not through the cut-off
@@ -387,6 +390,12 @@ func TestRunFnIgnoresCtx(t *testing.T) {
 	// The new holder writes first.
 	if _, err := postgres.ExecFencedCtx(lease.NewContext(ctx, term), direct.Pool(), "", "insert into results select $1 from baton_fence", term.Token); err != nil {
 		t.Fatalf("the new holder's write: %v", err)
+	}
+	// Run says that fn outlived its lease while fn still runs.
+	for deadline := time.Now().Add(patience); !strings.Contains(logged.String(), "fn has not returned though its lease was lost"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run logged %q, want the error that fn outlived its lease, while it ran", logged.String())
+		}
 	}
 	p.Restore()
 	close(takenOver)
@@ -592,4 +601,23 @@ func TestRunFrozenReplica(t *testing.T) {
 	if err := db.Pool().QueryRow(ctx, "select count(*) from results where token = $1 and id > $2", tok1, first).Scan(&late); err != nil || late != 0 {
 		t.Fatalf("%d of the frozen replica's writes landed after the new holder's first (%v)", late, err)
 	}
+}
+
+// lockedBuffer is a log's destination that a test reads while Run's
+// goroutines write to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
