@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/lease"
 )
 
 // SetFencingToken sets req's Fencing-Token header to token.
@@ -35,11 +36,23 @@ func TokenFromEnv() (int64, error) {
 //	...
 //	client := &http.Client{Transport: &Transport{Token: token}}
 //
+// In a Go service, under lease.Run, leave Token zero: each request then
+// carries the token of the term its context carries (lease.Term), so one
+// client serves every run:
+//
+//	client := &http.Client{Transport: &Transport{}}
+//	lease.Run(ctx, leaser, "report", lease.Options{}, func(ctx context.Context) error {
+//		req, _ := http.NewRequestWithContext(ctx, "PUT", url, body)
+//		resp, err := client.Do(req) // Fencing-Token: this run's
+//		...
+//	})
+//
 // A request that already has a Fencing-Token header keeps it. Answers are
 // not interpreted: check a 409 with IsFenced.
 type Transport struct {
-	// Token is the run's fencing token; it must be 1 or more. A Transport
-	// without one fails every request rather than send a write unfenced.
+	// Token is the run's fencing token, 1 or more; zero means the token of
+	// the term the request's context carries (lease.Token). A request with
+	// neither fails rather than go out as a write unfenced.
 	Token int64
 	// Base sends the requests; nil means http.DefaultTransport.
 	Base nethttp.RoundTripper
@@ -48,24 +61,35 @@ type Transport struct {
 	// token signed over Resource ([SignToken]).
 	SignKey []byte
 	// Resource is the resource the receiver fences, for the signature:
-	// under baton, the job's name (BATON_JOB). Required with SignKey.
+	// under baton, the job's name (BATON_JOB). Required with SignKey,
+	// except that, when the token comes from the request's context, an
+	// empty Resource means the job of that term.
 	Resource string
 }
 
 // RoundTrip sends a copy of req with the token added: a RoundTripper must
 // not change the request it is given, which its caller may reuse.
 func (t *Transport) RoundTrip(req *nethttp.Request) (*nethttp.Response, error) {
-	if t.Token < 1 {
+	token, resource := t.Token, t.Resource
+	if token == 0 {
+		if term := lease.Term(req.Context()); term != nil {
+			token = term.Token
+			if resource == "" {
+				resource = term.Job
+			}
+		}
+	}
+	if token < 1 {
 		// RoundTrip must close the body, even when it fails.
 		if req.Body != nil {
 			req.Body.Close()
 		}
-		return nil, baton.Invalid("token", "%d is not a fencing token: tokens start at 1; set Transport.Token (see TokenFromEnv)", t.Token)
+		return nil, baton.Invalid("token", "%d is not a fencing token: tokens start at 1; set Transport.Token (see TokenFromEnv), or send the request with the ctx of lease.Run's fn", token)
 	}
 	if t.SignKey != nil {
 		err := checkKey("SignKey", t.SignKey)
 		if err == nil {
-			err = baton.ValidateResource(t.Resource)
+			err = baton.ValidateResource(resource)
 		}
 		if err != nil {
 			closeRequestBody(req)
@@ -74,9 +98,9 @@ func (t *Transport) RoundTrip(req *nethttp.Request) (*nethttp.Response, error) {
 	}
 	if len(req.Header.Values(TokenHeader)) == 0 {
 		req = req.Clone(req.Context())
-		SetFencingToken(req, t.Token)
+		SetFencingToken(req, token)
 		if t.SignKey != nil {
-			req.Header.Set(TokenSignatureHeader, SignToken(t.SignKey, t.Resource, t.Token))
+			req.Header.Set(TokenSignatureHeader, SignToken(t.SignKey, resource, token))
 		}
 	}
 	base := t.Base

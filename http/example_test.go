@@ -6,11 +6,14 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/flock"
 	batonhttp "github.com/batonhq/baton/http"
+	"github.com/batonhq/baton/lease"
 )
 
 // marks stands in for a real baton.HighWater: the highest token per
@@ -84,4 +87,60 @@ func ExampleTransport() {
 	if batonhttp.IsFenced(resp) {
 		log.Fatal("fenced: a newer run of this job has taken over; not retrying")
 	}
+}
+
+// In a Go service, under lease.Run: a Transport with no Token sends the
+// token of the term the request's context carries. The first run's late
+// write, sent after a second run has written, is refused.
+func ExampleTransport_lease() {
+	fence := batonhttp.Fence(&marks{m: map[string]int64{}}, batonhttp.ResourceFromPathValue("job"))
+	mux := http.NewServeMux()
+	mux.Handle("PUT /results/{job}", fence(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	dir, err := os.MkdirTemp("", "baton-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	leaser, err := flock.Open(dir, flock.ScopeUser, true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := &http.Client{Transport: &batonhttp.Transport{}} // one client for every run
+	put := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/results/nightly", strings.NewReader("42 rows"))
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		fmt.Println("token", lease.Token(ctx), resp.Status)
+		return nil
+	}
+
+	var first context.Context
+	for range 2 {
+		err := lease.Run(context.Background(), leaser, "nightly", lease.Options{}, func(ctx context.Context) error {
+			if first == nil {
+				first = ctx
+			}
+			return put(ctx)
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+	// The first run's term, long over, as a paused goroutine might still
+	// hold it.
+	if err := put(context.WithoutCancel(first)); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// token 1 204 No Content
+	// token 2 204 No Content
+	// token 1 409 Conflict
 }

@@ -30,7 +30,8 @@
 // outlives the tree.
 //
 // Trust is kept on this process's monotonic clock, never compared with the
-// store's: after a renewal sent at s succeeds, the term is trusted until
+// store's, by package internal/hold, which lease.Run keeps its terms with
+// too: after a renewal sent at s succeeds, the term is trusted until
 // s + TTL − kill-after − safety. At that instant the tree gets TERM, and KILL
 // kill-after later, so the command is gone before the store can expire the
 // term (which it judges from an instant no earlier than s) and grant it anew.
@@ -64,6 +65,7 @@ import (
 	"unsafe"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/hold"
 	"github.com/batonhq/baton/internal/spawn"
 	"github.com/batonhq/baton/supervise/guard"
 	"golang.org/x/sys/unix"
@@ -144,10 +146,9 @@ type Result struct {
 }
 
 // Safety is the part of the trust window kept back for scheduling delays
-// and clock-rate differences between this host and the store.
-func Safety(ttl time.Duration) time.Duration {
-	return max(ttl/10, 50*time.Millisecond)
-}
+// and clock-rate differences between this host and the store (hold.Safety:
+// lease.Run keeps the same).
+func Safety(ttl time.Duration) time.Duration { return hold.Safety(ttl) }
 
 // EffectiveKillAfter clamps kill-after so that TERM, the grace period and the
 // safety all fit inside one TTL.
@@ -230,24 +231,17 @@ func (s *Supervisor) logf() func(format string, args ...any) {
 // be started.
 func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.Time, argv []string, guardPath string) (_ Result, refused string) {
 	logf := s.logf()
+	// The trust window keeps kill-after back: TERM at its end, KILL
+	// kill-after later, and the tree is gone before the store can expire
+	// the term.
 	killAfter := EffectiveKillAfter(term.TTL, s.KillAfter)
-	trustUntil := func(sent time.Time) time.Time {
-		return sent.Add(term.TTL - killAfter - Safety(term.TTL))
-	}
+	window := hold.Window(term.TTL, killAfter)
 	// An acquisition that took long (it waited for a row lock, or the
 	// network was slow) leaves little of the trust window: renew before
 	// starting anything, rather than start a command only to stop it.
-	// Nothing runs yet, so the renewal may take its time.
-	if time.Since(trustFrom) > term.TTL/3 {
-		sent := time.Now()
-		rctx, cancel := context.WithTimeout(context.Background(), term.TTL/3)
-		err := s.Leaser.Renew(rctx, term)
-		cancel()
-		if err != nil {
-			return Result{ExitCode: baton.ExitLeaseLost, ReleaseErr: s.release(term),
-				LeaseLost: baton.Wrap(baton.ELEASELOST, err, "the lease of %s (token %d) could not be renewed before its command started", term.Job, term.Token)}, ""
-		}
-		trustFrom = sent
+	trustFrom, err := hold.Fresh(s.Leaser, term, trustFrom)
+	if err != nil {
+		return Result{ExitCode: baton.ExitLeaseLost, ReleaseErr: s.release(term), LeaseLost: err}, ""
 	}
 	// Resolved here, as a shell would before exec: with the PATH of the
 	// command's environment when it sets one (a job's env: PATH), else
@@ -283,16 +277,16 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 	// A lease that can expire (it is not a lock the guard holds too) gets a
 	// trust window in the guard as well: the guard stops the tree when it
 	// ends, whatever becomes of this process (see trust below).
-	var trust *trustCell
+	var cell *trustCell
 	if extra[1] == nil {
-		trust, err = newTrustCell(trustUntil(trustFrom))
+		cell, err = newTrustCell(trustFrom.Add(window))
 		if err != nil {
 			resultW.Close()
 			logf("cannot share the trust window with the guard: %v", err)
 			return Result{ExitCode: baton.ExitInternal, ReleaseErr: s.release(term)}, ""
 		}
-		defer trust.close()
-		extra = append(extra, trust.F)
+		defer cell.close()
+		extra = append(extra, cell.F)
 		guardArgs = append(guardArgs, "--trust")
 	}
 	if s.AdoptOrphans {
@@ -364,6 +358,24 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 			}
 		}
 	}()
+	// The term is renewed from here until it is released (or given to a
+	// caller that keeps it): while the command runs, and while a dead
+	// guard's orphans are found and killed, which on a loaded machine or
+	// with a large tree can outlast the TTL (a lapsed lease would go to
+	// another run while they live). Each new deadline goes to the guard.
+	keeper := hold.Keep(hold.Config{Leaser: s.Leaser, Term: term, Reserve: killAfter, Logf: logf,
+		Renewed: func(until time.Time) {
+			if cell != nil {
+				cell.set(until)
+			}
+		}}, trustFrom)
+	defer keeper.Stop()
+	// release stops the renewals, then gives the term back.
+	release := func() error {
+		keeper.Stop()
+		return s.release(term)
+	}
+
 	// finish turns the guard's report into the run's result. A guard that
 	// died without one left its command's children behind: they are killed
 	// before anything is released.
@@ -376,15 +388,7 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 			return res
 		}
 		res.GuardDied = true
-		// The lease is renewed while the orphans are found and killed: on a
-		// loaded machine, or with a large tree, that can outlast the TTL,
-		// and a lapsed lease would go to another run while they live.
-		stopRenewing := func() {}
-		if res.LeaseLost == nil {
-			stopRenewing = s.keepRenewing(term, logf)
-		}
 		killed, left := killOrphans(orphanFinder(int(commandPID.Load()), term.Owner), s.AdoptOrphans, killAfter+5*time.Second)
-		stopRenewing()
 		msg := "the guard of the command died without a report"
 		if len(killed) > 0 {
 			msg += fmt.Sprintf("; killed the %d process(es) its command left: %s", len(killed), describe(killed))
@@ -402,21 +406,14 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 		return res
 	}
 
-	interval := term.TTL / 3
-	retry := max(term.TTL/15, 20*time.Millisecond)
-	lastSent := trustFrom
-	renewAt := time.NewTimer(time.Until(lastSent.Add(interval)))
-	defer renewAt.Stop()
-	stopAt := time.NewTimer(time.Until(trustUntil(lastSent)))
-	defer stopAt.Stop()
 	var maxRun <-chan time.Time
 	if s.MaxRun > 0 {
 		t := time.NewTimer(s.MaxRun)
 		defer t.Stop()
 		maxRun = t.C
 	}
-	failing := false
 	cancelled := ctx.Done()
+	trustEnded := keeper.Lost()
 
 	var lost error
 	timedOut, stopped := false, false
@@ -444,7 +441,7 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 			}
 			res := finish(r, Result{})
 			if res.LeaseLost == nil && res.Survivors == nil {
-				res.ReleaseErr = s.release(term)
+				res.ReleaseErr = release()
 			}
 			return res, ""
 		case sig := <-sigs:
@@ -457,34 +454,11 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 			timedOut = true
 		case <-s.Stop:
 			stopped = true
-		case <-stopAt.C:
-			lost = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) succeeded in time; the store may grant it to another", term.Job, term.Token)
-		case <-renewAt.C:
-			sent := time.Now()
-			rctx, cancel := context.WithDeadline(context.Background(), trustUntil(lastSent))
-			err := s.Leaser.Renew(rctx, term)
-			cancel()
-			switch {
-			case err == nil:
-				if failing {
-					logf("renewed the lease of %s (token %d) again", term.Job, term.Token)
-					failing = false
-				}
-				lastSent = sent
-				stopAt.Reset(time.Until(trustUntil(lastSent)))
-				if trust != nil {
-					trust.set(trustUntil(lastSent))
-				}
-				renewAt.Reset(time.Until(sent.Add(interval)))
-			case baton.ErrorCode(err) == baton.ELEASELOST:
-				lost = err
-			default:
-				if !failing {
-					logf("renewing the lease of %s (token %d) failed, retrying: %v", term.Job, term.Token, err)
-					failing = true
-				}
-				renewAt.Reset(retry)
-			}
+		case <-trustEnded:
+			// The window ended (no renewal in time), or the store said
+			// the term is over. Once: it stays ended.
+			trustEnded = nil
+			lost = keeper.Err()
 		}
 	}
 
@@ -502,7 +476,7 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 	}
 	res := finish(<-report, Result{LeaseLost: lost, TimedOut: timedOut, Stopped: stopped})
 	if res.LeaseLost == nil && res.Survivors == nil {
-		res.ReleaseErr = s.release(term)
+		res.ReleaseErr = release()
 	}
 	return res, ""
 }
@@ -525,34 +499,6 @@ func guardExited(pid int, exited <-chan struct{}) bool {
 	// child has changed state (WNOHANG).
 	raw := (*[unsafe.Sizeof(info)]byte)(unsafe.Pointer(&info))
 	return err == nil && binary.NativeEndian.Uint32(raw[16:20]) != 0
-}
-
-// keepRenewing renews term every third of its TTL until the returned stop
-// is called (stop returns once no renewal is in flight). A lost lease ends
-// the renewals; other errors are retried.
-func (s *Supervisor) keepRenewing(term *baton.Term, logf func(string, ...any)) (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		every := time.NewTicker(max(term.TTL/3, time.Millisecond))
-		defer every.Stop()
-		for {
-			// at once first: the last renewal may be a third of a TTL old
-			ctx, cancel := context.WithTimeout(context.Background(), term.TTL/3)
-			err := s.Leaser.Renew(ctx, term)
-			cancel()
-			if baton.ErrorCode(err) == baton.ELEASELOST {
-				logf("the lease of %s (token %d) was lost while the dead guard's processes were killed: %v", term.Job, term.Token, err)
-				return
-			}
-			select {
-			case <-quit:
-				return
-			case <-every.C:
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
 }
 
 func (s *Supervisor) release(term *baton.Term) error {

@@ -15,12 +15,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/internal/hold"
 	"github.com/batonhq/baton/supervise"
 )
 
@@ -229,7 +229,7 @@ func (o *Options) run(ctx context.Context, job string, command []string, s Strea
 	begun := time.Now()
 	err = st.Retry(ctx, "taking the lease", func() error {
 		var err error
-		grant, sent, err = acquire(ctx, st.Leaser, req, o.Wait)
+		grant, sent, err = hold.Acquire(ctx, st.Leaser, req, o.Wait)
 		// An acquisition whose answer was lost (the connection broke after
 		// the commit) shows up on the retry as busy with our own owner: the
 		// term is ours.
@@ -313,33 +313,6 @@ func stopped(ctx context.Context, stderr io.Writer, job string, err error) error
 	}
 	fmt.Fprintf(stderr, "baton: job %s not run: %v before its lease was taken\n", job, context.Cause(ctx))
 	return e
-}
-
-// acquire tries for the lease until it is granted or wait has passed,
-// backing off from 50ms to 2s with jitter so that waiters do not hammer the
-// store in step. It returns the grant and the send time of the request that
-// won it, from which the holder's trust window runs.
-func acquire(ctx context.Context, l baton.Leaser, req baton.AcquireRequest, wait time.Duration) (baton.Grant, time.Time, error) {
-	deadline := time.Now().Add(wait)
-	backoff := 50 * time.Millisecond
-	for {
-		sent := time.Now()
-		grant, err := l.Acquire(ctx, req)
-		if err != nil || !grant.Busy() {
-			return grant, sent, err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return grant, sent, nil
-		}
-		sleep := min(backoff/2+rand.N(backoff/2+1), left)
-		select {
-		case <-ctx.Done():
-			return grant, sent, nil
-		case <-time.After(sleep):
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
 }
 
 func describeHolder(h *baton.Holder) string {
