@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/batonhq/baton/cron"
@@ -130,7 +132,7 @@ func Parse(name string, data []byte, system bool) (*Crontab, error) {
 				problem("not UTF-8 text; a job file is UTF-8")
 				continue
 			}
-			comments = append(comments, strings.TrimRight(line, " \t\r"))
+			comments = append(comments, printable(strings.TrimRight(line, " \t\r")))
 			continue
 		case strings.ContainsRune(line, 0):
 			problem("a NUL byte")
@@ -397,4 +399,15 @@ func splitPercent(s string) (cmd, stdin string, hasStdin bool) {
 // fault, then what is wrong with it.
 func cronMessage(err error) string {
 	return strings.TrimPrefix(err.Error(), "schedule: ")
+}
+
+// printable is a comment as a job file can hold it: with its control
+// characters (which YAML refuses) written as Go writes them in a quoted
+// string.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r != '\t' && (unicode.IsControl(r) || r == '\uFEFF') }) {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
