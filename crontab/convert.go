@@ -98,6 +98,8 @@ func JobFile(srcs []Source, o Options) ([]byte, []Warning, error) {
 	var trailing []string
 	var mailTo []string
 	mailFrom := ""
+	var mailLine []string // the first addresses a line mails to
+	mixedMail := false    // and whether another line mails to others
 	names := map[string]int{}
 	for _, src := range srcs {
 		e := &Error{File: src.Name}
@@ -208,6 +210,13 @@ func JobFile(srcs []Source, o Options) ([]byte, []Warning, error) {
 			default:
 				j.settings["notify"] = "output"
 			}
+			if len(mail) > 0 {
+				if mailLine == nil {
+					mailLine = mail
+				} else if !slices.Equal(mailLine, mail) {
+					mixedMail = true
+				}
+			}
 			for _, a := range mail {
 				if !slices.Contains(mailTo, a) {
 					mailTo = append(mailTo, a)
@@ -249,6 +258,10 @@ func JobFile(srcs []Source, o Options) ([]byte, []Warning, error) {
 				"baton keeps it with each run instead (baton logs JOB). Set MAILTO before importing to have it mailed", noMail)})
 		}
 		trailing = append(trailing, src.Tab.Trailing...)
+	}
+	if mixedMail {
+		warns = append(warns, Warning{srcs[len(srcs)-1].Name, 0, fmt.Sprintf("MAILTO names different addresses on different lines; a job file has one sink, so %s each get the mail of every job that mails",
+			strings.Join(mailTo, ", "))})
 	}
 	var notes []string
 	for _, w := range warns {

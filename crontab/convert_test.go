@@ -39,6 +39,8 @@ func TestJobFileSettings(t *testing.T) {
 		{name: "mailto mixed", text: "@daily x\nMAILTO=a@x\n@hourly y\nMAILTO=\n@weekly z\n",
 			want: []string{"--to a@x\n", "notify: {on: [output]}", "notify: false"}, warning: "no MAILTO for 1 of its jobs"},
 		{name: "no mailto", text: "@daily x\n", not: []string{"notify"}, warning: "no MAILTO for 1"},
+		{name: "mailto differs", text: "MAILTO=a@x\n@daily x\nMAILTO=b@y\n@hourly y\n",
+			want: []string{"--to a@x --to b@y\n"}, warning: "a@x, b@y each get the mail of every job"},
 		{name: "mailfrom", text: "MAILTO=a@x\nMAILFROM=cron@h\n@daily x\n", want: []string{"--to a@x --from cron@h\n"}},
 		{name: "mail on error", text: "MAILTO=a@x\n@daily -n x\n",
 			want: []string{"notify: {on: [failed, timed-out, lost-lease, unknown, fenced]}", "command: x\n"}},
