@@ -97,3 +97,28 @@ func TestJobFileGolden(t *testing.T) {
 		})
 	}
 }
+
+// docs/CRON.md's example is what the import prints for its crontab.
+func TestDocExample(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/CRON.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(doc), "## What the file says\n\n```\n")
+	tab, rest, _ := strings.Cut(rest, "```\n")
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	want, _, _ := strings.Cut(rest, "```\n")
+	want = want[strings.Index(want, "\nnotify:")+1:]
+	parsed, err := crontab.Parse("alice", []byte(tab), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := crontab.JobFile([]crontab.Source{{Name: "alice", Tab: parsed, User: "alice"}}, crontab.Options{Zone: "UTC", Lookup: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); !strings.HasSuffix(got, "\n\n"+want) {
+		t.Errorf("docs/CRON.md's example is not what the import prints:\n%s\nwant it to end with:\n%s", got, want)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/batonhq/baton/jobfile"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -231,5 +232,26 @@ func TestImportCrontabRefusesBadLines(t *testing.T) {
 	}
 	if r := s.run(t, "import", "crontab", "--scope", "everywhere", "-"); r.code != 64 {
 		t.Errorf("--scope everywhere: exit %d, want 64: %s", r.code, r.stderr)
+	}
+}
+
+// The golden job files of the crontab package's tests (a user crontab
+// with %, \%, @reboot, env lines in the middle, CRON_TZ, MAILTO and its
+// variants, comments; a system crontab, --scope host) are valid job files.
+func TestImportedGoldensValidate(t *testing.T) {
+	t.Parallel()
+	paths, err := filepath.Glob("../../crontab/testdata/*.yaml")
+	if err != nil || len(paths) < 2 {
+		t.Fatalf("golden job files: %q, %v", paths, err)
+	}
+	for _, path := range paths {
+		f, err := jobfile.Load(path)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if len(f.Jobs) == 0 {
+			t.Errorf("%s: no jobs", path)
+		}
 	}
 }
