@@ -34,7 +34,8 @@ Which crontab a FILE is, as cron reads it:
                                    running baton)
 
 --system reads every FILE as a system crontab; --user NAME every FILE as
-NAME's.
+NAME's. A file that cron skips there (NAME~, NAME.rpmsave, .NAME) is
+skipped, with a warning.
 
 What each line becomes:
 
@@ -132,6 +133,12 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	var problems []string
 	stdinRead := false
 	for _, file := range pos[1:] {
+		if skip, why := cronSkips(file); why != "" {
+			fmt.Fprintf(c.env.Stderr, "baton import: warning: %s: %s\n", file, why)
+			if skip {
+				continue
+			}
+		}
 		data, name, err := c.read(file, &stdinRead)
 		if err != nil {
 			return err
@@ -227,6 +234,38 @@ func cronKind(file string) (system bool, owner string) {
 		return true, ""
 	case dir == "/var/spool/cron/crontabs", dir == "/var/spool/cron", dir == "/var/spool/cron/tabs":
 		return false, filepath.Base(abs)
+	}
+	return false, ""
+}
+
+// cronSkips tells whether cron skips the file in /etc/cron.d (or its
+// spool) at file, as cronie's not_a_crontab does, with why; and, for a
+// name that cronie reads and Debian's cron does not (one with a character
+// other than letters, digits, _ and -), why it is imported anyway.
+func cronSkips(file string) (bool, string) {
+	if file == "-" {
+		return false, ""
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return false, ""
+	}
+	if dir := filepath.Dir(abs); dir != "/etc/cron.d" && !strings.HasPrefix(dir, "/var/spool/cron") {
+		return false, ""
+	}
+	base := filepath.Base(abs)
+	for _, suffix := range []string{"~", ".rpmsave", ".rpmorig", ".rpmnew"} {
+		if strings.HasSuffix(base, suffix) {
+			return true, "cron ignores a file whose name ends with " + suffix + "; skipped"
+		}
+	}
+	if strings.HasPrefix(base, ".") || strings.HasPrefix(base, "#") {
+		return true, "cron ignores a file whose name starts with " + base[:1] + "; skipped"
+	}
+	if strings.HasPrefix(abs, "/etc/cron.d/") && strings.ContainsFunc(base, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}) {
+		return false, "Debian's cron ignores a name with characters other than letters, digits, _ and - (cronie reads it); imported"
 	}
 	return false, ""
 }
