@@ -44,7 +44,8 @@ type Options struct {
 	// Scope is the scope of every job: "" (once per fleet, baton's default)
 	// or "host" (once per host).
 	Scope string
-	// Lookup finds a user of this host; an error means there is none.
+	// Lookup finds a user of this host; its error says why it cannot
+	// ("does not exist on this host").
 	Lookup func(name string) (Account, error)
 	// LoadZone checks a CRON_TZ value (time.LoadLocation by default).
 	LoadZone func(name string) error
@@ -123,7 +124,7 @@ func JobFile(srcs []Source, o Options) ([]byte, []Warning, error) {
 				if ent.User != "" {
 					what = "the line's user"
 				}
-				problem(ent.Line, "%s %q does not exist on this host: %v", what, user, err)
+				problem(ent.Line, "%s %q: %v", what, user, err)
 				continue
 			}
 			j := job{comments: slices.Clone(ent.Comments), schedule: ent.Schedule, command: ent.Command, line: ent.Line, file: src.Name,

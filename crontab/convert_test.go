@@ -94,7 +94,7 @@ func TestJobFileRefuses(t *testing.T) {
 		system     bool
 		want       string
 	}{
-		{"unknown user", "@daily alice x\n@daily mallory y\n", true, "tab:2: the line's user \"mallory\" does not exist on this host"},
+		{"unknown user", "@daily alice x\n@daily mallory y\n", true, "tab:2: the line's user \"mallory\": does not exist on this host"},
 		{"bad zone", "CRON_TZ=Mars/Olympus\n@daily x\n", false, "tab:1: CRON_TZ=Mars/Olympus is not a time zone"},
 		{"local zone", "CRON_TZ=Local\n@daily x\n", false, "tab:1: CRON_TZ=Local"},
 		{"mailto with a comment", "MAILTO=ops@x # ops\n@daily x\n", false, "tab:1: MAILTO="},

@@ -24,7 +24,7 @@ func lookup(name string) (crontab.Account, error) {
 	if a, ok := accounts[name]; ok {
 		return a, nil
 	}
-	return crontab.Account{}, errors.New("no such user")
+	return crontab.Account{}, errors.New("does not exist on this host")
 }
 
 // importFile is JobFile on the crontab in testdata/name.

@@ -126,7 +126,7 @@ func (c *ImportCommand) Run(ctx context.Context, args []string) error {
 	}
 	if *owner != "" {
 		if _, err := lookupAccount(*owner); err != nil {
-			return baton.Invalid("--user", "%q: %v", *owner, err)
+			return baton.Invalid("--user", "user %q %v", *owner, err)
 		}
 	}
 	var srcs []crontab.Source
@@ -276,7 +276,7 @@ func lookupAccount(name string) (crontab.Account, error) {
 	if err != nil {
 		var unknown user.UnknownUserError
 		if errors.As(err, &unknown) {
-			return crontab.Account{}, errors.New("no such user")
+			return crontab.Account{}, errors.New("does not exist on this host")
 		}
 		return crontab.Account{}, err
 	}

@@ -211,7 +211,7 @@ func TestImportCrontabRefusesBadLines(t *testing.T) {
 		{"user", "# ok\n@daily true\n0 30 2 * * * /bin/backup\nA=\"unterminated\n61 * * * * x\nCRON_TZ=Europe/Berlin 0 2 * * * x\n", []string{"--user", "root"},
 			[]string{"user:3: 6 fields", "user:4: A=", "user:5: schedule \"61 * * * *\": minute", "user:6: CRON_TZ=Europe/Berlin: cron reads the whole line"}},
 		{"system", "@daily root true\n@daily no-such-user-here x\n", []string{"--system"},
-			[]string{"system:2: the line's user \"no-such-user-here\" does not exist on this host"}},
+			[]string{"system:2: the line's user \"no-such-user-here\": does not exist on this host"}},
 	} {
 		path := filepath.Join(dir, tt.name)
 		if err := os.WriteFile(path, []byte(tt.text), 0o644); err != nil {
