@@ -302,6 +302,10 @@ func entry(line string, system bool) (Entry, string) {
 			return e, fmt.Sprintf("6 fields before the command (%s %s): cron has no seconds field, and would not run this line as its writer meant; write 5 fields",
 				e.Schedule, next[0])
 		}
+		if msg := cronFields(fields); msg != "" {
+			return e, msg
+		}
+		e.Schedule = strings.Join(fields, " ")
 		if _, err := cron.Parse(e.Schedule); err != nil {
 			return e, fmt.Sprintf("schedule %q: %s", e.Schedule, cronMessage(err))
 		}
@@ -332,6 +336,38 @@ func entry(line string, system bool) (Entry, string) {
 	}
 	e.Command, e.Stdin, e.HasStdin = splitPercent(rest)
 	return e, ""
+}
+
+// cronFields refuses what cron refuses or baton cannot say in a schedule
+// field, and writes cronie's day-of-week range ending in Sunday as 0
+// (5-0, fri-sun: Friday to Sunday) as baton reads it, ending in 7.
+func cronFields(fields []string) string {
+	for i, f := range fields {
+		for _, item := range strings.Split(f, ",") {
+			r, _, step := strings.Cut(item, "/")
+			switch {
+			case strings.Contains(item, "~"):
+				return fmt.Sprintf("%q: cronie's ~ (a value drawn at random when crond starts) has no equivalent in a schedule; write a fixed value (and jitter: in the job file for a spread)", f)
+			case step && r != "*" && !strings.Contains(r, "-"):
+				return fmt.Sprintf("%q: cron refuses a step after a single value (%s); write a range, such as %s-59/…", f, item, r)
+			}
+		}
+		if i == 4 {
+			items := strings.Split(f, ",")
+			for j, item := range items {
+				r, step, hasStep := strings.Cut(item, "/")
+				lo, hi, ok := strings.Cut(r, "-")
+				if ok && (hi == "0" || strings.EqualFold(hi, "sun")) && lo != "0" && !strings.EqualFold(lo, "sun") {
+					items[j] = lo + "-7"
+					if hasStep {
+						items[j] += "/" + step
+					}
+				}
+			}
+			fields[i] = strings.Join(items, ",")
+		}
+	}
+	return ""
 }
 
 // splitPercent splits a command as cron's do_command.c does: the text

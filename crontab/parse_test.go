@@ -56,6 +56,8 @@ func TestParseLines(t *testing.T) {
 			want: []crontab.Entry{{Command: "quiet", NoLog: true}, {Command: "only-on-error", MailOnError: true}}},
 		{name: "names and steps", text: "*/20 9-17 1,15 jan-jun MON-FRI x\n",
 			want: []crontab.Entry{{Schedule: "*/20 9-17 1,15 jan-jun MON-FRI"}}},
+		{name: "day-of-week range to Sunday", text: "0 1 * * 5-0 x\n0 1 * * fri-SUN/2,1 y\n",
+			want: []crontab.Entry{{Schedule: "0 1 * * 5-7"}, {Schedule: "0 1 * * fri-7/2,1"}}},
 		{name: "no final newline", text: "@daily x",
 			want: []crontab.Entry{{Command: "x"}}},
 	} {
@@ -126,6 +128,8 @@ func TestParseRefuses(t *testing.T) {
 		{"carriage return", "0 1 * * * x\r\n", false, "tab:1: a carriage return"},
 		{"not UTF-8", "0 1 * * * echo \xff\n", false, "tab:1: not UTF-8"},
 		{"unknown option", "0 1 * * * -q x\n", false, "tab:1: -q"},
+		{"step after a value", "5/10 * * * * x\n", false, "tab:1: \"5/10\": cron refuses a step after a single value"},
+		{"random", "0 1~4 * * * x\n", false, "tab:1: \"1~4\": cronie's ~"},
 		{"too few fields", "0 1 * x\n", false, "tab:1:"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
