@@ -2,6 +2,7 @@ package crontab
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -79,13 +80,29 @@ type job struct {
 	stdin    *string
 	settings map[string]string // user, timezone, dir, shell, jitter, notify ("false", "output", "failures")
 	env      []Var
-	line     int
-	file     string
 }
 
 // settingKeys are the settings a job may share with the others through
 // defaults:, in the order the file writes them.
 var settingKeys = []string{"user", "timezone", "dir", "shell", "jitter", "notify"}
+
+// converter turns the entries of crontabs into jobs, one at a time.
+type converter struct {
+	o         Options
+	jobs      []job
+	warns     []Warning
+	names     map[string]int // a name given → how many jobs have it
+	mailTo    []string       // every address a line mails to
+	mailFrom  string
+	firstMail []string // the addresses of the first line that mails
+	mixedMail bool     // whether another line mails to others
+
+	// Of the source being converted:
+	src      Source
+	problems *Error
+	reported map[int]bool // the lines with a problem already reported
+	noMail   int          // its jobs without MAILTO
+}
 
 // JobFile returns the job file that runs the entries of srcs as cron runs
 // them, in their order, with the warnings for the lines whose meaning
@@ -94,183 +111,191 @@ func JobFile(srcs []Source, o Options) ([]byte, []Warning, error) {
 	if o.LoadZone == nil {
 		o.LoadZone = func(name string) error { _, err := time.LoadLocation(name); return err }
 	}
-	var jobs []job
-	var warns []Warning
+	c := &converter{o: o, names: map[string]int{}}
 	var trailing []string
-	var mailTo []string
-	mailFrom := ""
-	var mailLine []string // the first addresses a line mails to
-	mixedMail := false    // and whether another line mails to others
-	names := map[string]int{}
 	for _, src := range srcs {
-		e := &Error{File: src.Name}
-		noMail := 0
+		c.src, c.problems, c.reported, c.noMail = src, &Error{File: src.Name}, map[int]bool{}, 0
 		for _, ent := range src.Tab.Entries {
-			warn := func(format string, args ...any) string {
-				msg := fmt.Sprintf(format, args...)
-				warns = append(warns, Warning{src.Name, ent.Line, msg})
-				return "# baton: " + msg
-			}
-			problem := func(line int, format string, args ...any) {
-				e.Problems = append(e.Problems, Problem{line, fmt.Sprintf(format, args...)})
-			}
-			user := src.User
-			if user == "" {
-				user = ent.User
-			}
-			acct, err := o.Lookup(user)
-			if err != nil {
-				what := "the crontab's owner"
-				if ent.User != "" {
-					what = "the line's user"
-				}
-				problem(ent.Line, "%s %q: %v", what, user, err)
-				continue
-			}
-			j := job{comments: slices.Clone(ent.Comments), schedule: ent.Schedule, command: ent.Command, line: ent.Line, file: src.Name,
-				settings: map[string]string{"user": acct.Name, "timezone": o.Zone, "shell": DefaultShell, "dir": acct.Home}}
-			if ent.HasStdin && ent.Stdin != "" {
-				j.stdin = &ent.Stdin
-			}
-			// user: gives HOME, LOGNAME and USER, as cron sets them.
-			env := []Var{{Name: "SHELL", Value: DefaultShell}, {Name: "PATH", Value: DefaultPath}}
-			set := func(name, value string) {
-				if i := slices.IndexFunc(env, func(v Var) bool { return v.Name == name }); i >= 0 {
-					env[i].Value = value
-				} else {
-					env = append(env, Var{Name: name, Value: value})
-				}
-			}
-			var mail []string
-			mailSet := false
-			for _, v := range ent.Env {
-				switch v.Name {
-				case "SHELL":
-					if v.Value == "" {
-						problem(v.Line, "SHELL is empty; cron could not run a command with it")
-						continue
-					}
-					j.settings["shell"] = v.Value
-					set("SHELL", v.Value)
-				case "HOME":
-					if !strings.HasPrefix(v.Value, "/") {
-						problem(v.Line, "HOME=%s: cron runs the command in HOME; want an absolute path", v.Value)
-						continue
-					}
-					j.settings["dir"] = v.Value
-					set("HOME", v.Value)
-				case "LOGNAME", "USER":
-					// cron sets both to the user's name whatever the crontab says.
-				case "CRON_TZ":
-					if v.Value == "" {
-						continue // cron reads an empty CRON_TZ as none
-					}
-					if err := o.LoadZone(v.Value); err != nil || v.Value == "Local" {
-						problem(v.Line, "CRON_TZ=%s is not a time zone this host knows; want an IANA zone such as Europe/Berlin", v.Value)
-						continue
-					}
-					j.settings["timezone"] = v.Value
-				case "MAILTO":
-					mailSet = true
-					mail = nil
-					for _, a := range strings.Split(v.Value, ",") {
-						a = strings.TrimSpace(a)
-						switch {
-						case a == "":
-						case strings.ContainsAny(a, " \t") || strings.HasPrefix(a, "-"):
-							problem(v.Line, "MAILTO=%s: %q is not an address baton notify mail can take (white space, or a leading -); "+
-								"list addresses separated by commas (a # after the value is part of it in cron)", v.Value, a)
-						default:
-							mail = append(mail, a)
-						}
-					}
-				case "MAILFROM":
-					mailFrom = v.Value
-				case "RANDOM_DELAY":
-					n, err := strconv.Atoi(v.Value)
-					if err != nil || n < 0 || n > 24*60 {
-						problem(v.Line, "RANDOM_DELAY=%s: want minutes from 0 to 1440", v.Value)
-						continue
-					}
-					if n > 0 {
-						j.settings["jitter"] = strconv.Itoa(n) + "m"
-					}
-				default:
-					set(v.Name, v.Value)
-				}
-			}
-			j.env = env
-			switch {
-			case mailSet && len(mail) == 0:
-				j.settings["notify"] = "false"
-			case !mailSet:
-				noMail++
-				j.settings["notify"] = "false"
-			case ent.MailOnError:
-				j.settings["notify"] = "failures"
-			default:
-				j.settings["notify"] = "output"
-			}
-			if len(mail) > 0 {
-				if mailLine == nil {
-					mailLine = mail
-				} else if !slices.Equal(mailLine, mail) {
-					mixedMail = true
-				}
-			}
-			for _, a := range mail {
-				if !slices.Contains(mailTo, a) {
-					mailTo = append(mailTo, a)
-				}
-			}
-			if j.settings["jitter"] != "" {
-				j.comments = append(j.comments, warn("RANDOM_DELAY=%s is jitter: %s: baton delays each tick by its own amount, the same on every daemon, where cronie drew one delay per start of crond",
-					strings.TrimSuffix(j.settings["jitter"], "m"), j.settings["jitter"]))
-			}
-			if ent.NoLog {
-				j.comments = append(j.comments, warn("the leading - (no syslog line per run) has no equivalent: baton records every run"))
-			}
-			if ent.Schedule == "@reboot" {
-				j.comments = append(j.comments, warn("@reboot runs once each time a daemon starts on a host, which is also after baton is restarted or upgraded, not only at boot"))
-			}
-			if isFlockWrapped(ent.Command) {
-				j.comments = append(j.comments, "# baton: the job's lease already keeps runs from overlapping (overlap: skip); flock -n is kept, for other programs that take the same lock")
-			}
-			j.name = jobName(user, ent)
-			if n := names[j.name]; n > 0 {
-				names[j.name] = n + 1
-				j.name += "-" + strconv.Itoa(n+1)
-			} else {
-				names[j.name] = 1
-			}
-			jobs = append(jobs, j)
+			c.entry(ent)
 		}
-		if len(e.Problems) > 0 {
-			return nil, nil, e
+		if len(c.problems.Problems) > 0 {
+			slices.SortStableFunc(c.problems.Problems, func(a, b Problem) int { return a.Line - b.Line })
+			return nil, nil, c.problems
 		}
 		if src.Tab.MissingNewline && len(src.Tab.Entries) > 0 {
-			last := src.Tab.Entries[len(src.Tab.Entries)-1]
-			w := Warning{src.Name, last.Line, "the last line has no newline: crond ignores such a line (and crontab(1) refuses the file); baton runs it"}
-			warns = append(warns, w)
-			jobs[len(jobs)-1].comments = append(jobs[len(jobs)-1].comments, "# baton: "+w.Message)
+			c.warn(&c.jobs[len(c.jobs)-1], src.Tab.Entries[len(src.Tab.Entries)-1].Line,
+				"the last line has no newline: crond ignores such a line (and crontab(1) refuses the file); baton runs it")
 		}
-		if noMail > 0 {
-			warns = append(warns, Warning{src.Name, 0, fmt.Sprintf("no MAILTO for %d of its jobs: cron mailed their output to their user on this host; "+
-				"baton keeps it with each run instead (baton logs JOB). Set MAILTO before importing to have it mailed", noMail)})
+		if c.noMail > 0 {
+			c.warn(nil, 0, "no MAILTO for %d of its jobs: cron mailed their output to their user on this host; "+
+				"baton keeps it with each run instead (baton logs JOB). Set MAILTO before importing to have it mailed", c.noMail)
 		}
 		trailing = append(trailing, src.Tab.Trailing...)
 	}
-	if mixedMail {
-		warns = append(warns, Warning{srcs[len(srcs)-1].Name, 0, fmt.Sprintf("MAILTO names different addresses on different lines; a job file has one sink, so %s each get the mail of every job that mails",
-			strings.Join(mailTo, ", "))})
+	if c.mixedMail {
+		c.warn(nil, 0, "MAILTO names different addresses on different lines; a job file has one sink, so %s each get the mail of every job that mails",
+			strings.Join(c.mailTo, ", "))
 	}
 	var notes []string
-	for _, w := range warns {
+	for _, w := range c.warns {
 		if w.Line == 0 {
 			notes = append(notes, w.String())
 		}
 	}
-	return render(srcs, jobs, trailing, mailTo, mailFrom, notes, o), warns, nil
+	return render(srcs, c.jobs, trailing, c.mailTo, c.mailFrom, notes, o), c.warns, nil
+}
+
+// warn records a warning about line of the source (0: the whole file),
+// and writes it as a comment above j, when there is one.
+func (c *converter) warn(j *job, line int, format string, args ...any) {
+	w := Warning{c.src.Name, line, fmt.Sprintf(format, args...)}
+	c.warns = append(c.warns, w)
+	if j != nil {
+		j.comments = append(j.comments, "# baton: "+w.Message)
+	}
+}
+
+// problem records a line that cannot be imported, once.
+func (c *converter) problem(line int, format string, args ...any) {
+	if !c.reported[line] {
+		c.reported[line] = true
+		c.problems.Problems = append(c.problems.Problems, Problem{line, fmt.Sprintf(format, args...)})
+	}
+}
+
+// entry converts one entry of the source into a job.
+func (c *converter) entry(ent Entry) {
+	user := cmp.Or(c.src.User, ent.User)
+	acct, err := c.o.Lookup(user)
+	if err != nil {
+		what := "the crontab's owner"
+		if ent.User != "" {
+			what = "the line's user"
+		}
+		c.problem(ent.Line, "%s %q: %v", what, user, err)
+		return
+	}
+	j := job{comments: slices.Clone(ent.Comments), schedule: ent.Schedule, command: ent.Command,
+		settings: map[string]string{"user": acct.Name, "timezone": c.o.Zone, "shell": DefaultShell, "dir": acct.Home}}
+	if ent.HasStdin && ent.Stdin != "" {
+		j.stdin = &ent.Stdin
+	}
+	mail, mailSet := c.environment(&j, ent.Env)
+	switch {
+	case mailSet && len(mail) == 0:
+		j.settings["notify"] = "false"
+	case !mailSet:
+		c.noMail++
+		j.settings["notify"] = "false"
+	case ent.MailOnError:
+		j.settings["notify"] = "failures"
+	default:
+		j.settings["notify"] = "output"
+	}
+	if len(mail) > 0 {
+		if c.firstMail == nil {
+			c.firstMail = mail
+		} else if !slices.Equal(c.firstMail, mail) {
+			c.mixedMail = true
+		}
+	}
+	for _, a := range mail {
+		if !slices.Contains(c.mailTo, a) {
+			c.mailTo = append(c.mailTo, a)
+		}
+	}
+	if d := j.settings["jitter"]; d != "" {
+		c.warn(&j, ent.Line, "RANDOM_DELAY=%s is jitter: %s: baton delays each tick by its own amount, the same on every daemon, where cronie drew one delay per start of crond",
+			strings.TrimSuffix(d, "m"), d)
+	}
+	if ent.NoLog {
+		c.warn(&j, ent.Line, "the leading - (no syslog line per run) has no equivalent: baton records every run")
+	}
+	if ent.Schedule == "@reboot" {
+		c.warn(&j, ent.Line, "@reboot runs once each time a daemon starts on a host, which is also after baton is restarted or upgraded, not only at boot")
+	}
+	if isFlockWrapped(ent.Command) {
+		j.comments = append(j.comments, "# baton: the job's lease already keeps runs from overlapping (overlap: skip); flock -n is kept, for other programs that take the same lock")
+	}
+	j.name = jobName(user, ent)
+	if n := c.names[j.name]; n > 0 {
+		c.names[j.name] = n + 1
+		j.name += "-" + strconv.Itoa(n+1)
+	} else {
+		c.names[j.name] = 1
+	}
+	c.jobs = append(c.jobs, j)
+}
+
+// environment applies the environment lines of an entry to j, as cron's
+// defaults and overrides say, and returns the addresses its MAILTO
+// names, and whether it has one.
+func (c *converter) environment(j *job, vars []Var) (mail []string, mailSet bool) {
+	// user: gives HOME, LOGNAME and USER, as cron sets them.
+	env := []Var{{Name: "SHELL", Value: DefaultShell}, {Name: "PATH", Value: DefaultPath}}
+	set := func(name, value string) {
+		if i := slices.IndexFunc(env, func(v Var) bool { return v.Name == name }); i >= 0 {
+			env[i].Value = value
+		} else {
+			env = append(env, Var{Name: name, Value: value})
+		}
+	}
+	for _, v := range vars {
+		switch v.Name {
+		case "SHELL":
+			if v.Value == "" {
+				c.problem(v.Line, "SHELL is empty; cron could not run a command with it")
+				continue
+			}
+			j.settings["shell"] = v.Value
+			set("SHELL", v.Value)
+		case "HOME":
+			if !strings.HasPrefix(v.Value, "/") {
+				c.problem(v.Line, "HOME=%s: cron runs the command in HOME; want an absolute path", v.Value)
+				continue
+			}
+			j.settings["dir"] = v.Value
+			set("HOME", v.Value)
+		case "LOGNAME", "USER":
+			// cron sets both to the user's name whatever the crontab says.
+		case "CRON_TZ":
+			if v.Value == "" {
+				continue // cron reads an empty CRON_TZ as none
+			}
+			if err := c.o.LoadZone(v.Value); err != nil || v.Value == "Local" {
+				c.problem(v.Line, "CRON_TZ=%s is not a time zone this host knows; want an IANA zone such as Europe/Berlin", v.Value)
+				continue
+			}
+			j.settings["timezone"] = v.Value
+		case "MAILTO":
+			mailSet, mail = true, nil
+			for _, a := range strings.Split(v.Value, ",") {
+				switch a = strings.TrimSpace(a); {
+				case a == "":
+				case strings.ContainsAny(a, " \t") || strings.HasPrefix(a, "-"):
+					c.problem(v.Line, "MAILTO=%s: %q is not an address baton notify mail can take (white space, or a leading -); "+
+						"list addresses separated by commas (a # after the value is part of it in cron)", v.Value, a)
+				default:
+					mail = append(mail, a)
+				}
+			}
+		case "MAILFROM":
+			c.mailFrom = v.Value
+		case "RANDOM_DELAY":
+			n, err := strconv.Atoi(v.Value)
+			if err != nil || n < 0 || n > 24*60 {
+				c.problem(v.Line, "RANDOM_DELAY=%s: want minutes from 0 to 1440", v.Value)
+				continue
+			}
+			if n > 0 {
+				j.settings["jitter"] = strconv.Itoa(n) + "m"
+			}
+		default:
+			set(v.Name, v.Value)
+		}
+	}
+	j.env = env
+	return mail, mailSet
 }
 
 // isFlockWrapped reports whether command runs under flock -n, the usual

@@ -142,3 +142,14 @@ func TestJobNamesAreStable(t *testing.T) {
 		t.Errorf("names %q: another user or schedule must give another name", a)
 	}
 }
+
+// A bad environment line is reported once, at its line, however many
+// entries follow it.
+func TestJobFileReportsALineOnce(t *testing.T) {
+	t.Parallel()
+	_, _, err := convert(t, "CRON_TZ=Mars/Olympus\n@daily x\n@hourly y\n", false)
+	var e *crontab.Error
+	if !errors.As(err, &e) || len(e.Problems) != 1 || e.Problems[0].Line != 1 {
+		t.Errorf("%v, want one problem at line 1", err)
+	}
+}
