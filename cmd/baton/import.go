@@ -60,9 +60,9 @@ What each line becomes:
   # comments                       kept, above the next job
 
 Settings that every job shares go to the file's defaults:. Each job is named
-from its command and a hash of its user, schedule and command (backup-
-full-9f756cdf), so the same crontab imported on every host of a fleet gives
-the same names, and the fleet runs each once.
+from its command and a hash of its user, schedule and command, such as
+backup-full-9f756cdf, so the same crontab imported on every host of a fleet
+gives the same names, and the fleet runs each once.
 
 By default a job runs once per tick across all daemons that share the store:
 where cron ran a line on every host, baton runs it on one. --scope host
