@@ -96,6 +96,7 @@ var commands = []struct {
 	{"next", "print the next fire times of a cron schedule", func(e *Env) Command { return &NextCommand{env: e} }},
 	{"daemon", "run the jobs of a job file on their schedules", func(e *Env) Command { return &DaemonCommand{env: e} }},
 	{"validate", "check a job file", func(e *Env) Command { return &ValidateCommand{env: e} }},
+	{"import", "print a job file that runs a crontab's lines as cron does (import crontab)", func(e *Env) Command { return &ImportCommand{env: e} }},
 	{"jobs", "list scheduled jobs: next tick, last outcome, drift", func(e *Env) Command { return &JobsCommand{env: e} }},
 	{"status", "the dashboard's overview in the terminal: jobs, overdue, daemons, leases", func(e *Env) Command { return &StatusCommand{env: e} }},
 	{"runs", "list recorded ticks and their outcomes", func(e *Env) Command { return &RunsCommand{env: e} }},
