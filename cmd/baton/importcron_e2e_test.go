@@ -79,21 +79,6 @@ func triggerAll(t *testing.T, s store, names []string) {
 	}
 }
 
-// sharedDir is a directory every user may write to, for jobs that run as
-// other users.
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "baton-import-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // A user crontab, imported and run by a root daemon on the local store,
 // does what cron does: its command is found through the crontab's PATH, a
 // % gives the command its input, \% is a %, an environment line in the
