@@ -207,9 +207,13 @@ func Run(ctx context.Context, leaser baton.Leaser, job string, opts Options, fn 
 		}
 		return &baton.Error{Code: baton.ELEASELOST, Message: lost.Error(), Err: fnErr}
 	}
-	return &baton.Error{Code: baton.ELEASELOST, Err: fnErr, Message: fmt.Sprintf(
-		"fn outlived the lease of %s (token %d): it returned %s after its ctx was cancelled for a lost lease (%v); a write it made meanwhile is safe only if fenced",
-		job, term.Token, took.Round(time.Millisecond), lost)}
+	msg := fmt.Sprintf("fn outlived the lease of %s (token %d): it returned %s after its ctx was cancelled for a lost lease",
+		job, term.Token, took.Round(time.Millisecond))
+	if !errors.Is(fnErr, lost) {
+		// fn's own error does not say why: the cause does (once).
+		msg += fmt.Sprintf(" (%v)", lost)
+	}
+	return &baton.Error{Code: baton.ELEASELOST, Err: fnErr, Message: msg + "; a write it made meanwhile is safe only if fenced"}
 }
 
 func heldBy(h *baton.Holder) string {

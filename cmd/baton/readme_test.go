@@ -285,3 +285,67 @@ func TestReadmeQuickStartFleet(t *testing.T) {
 		t.Errorf("quick start (b): no failure mail for broken to ops@example.com:\n%s\n--- output\n%s", mail, out)
 	}
 }
+
+// Quick start (c): three replicas at once write the report once; a replica
+// frozen mid-work is taken over, and its late write is refused. The program
+// is built against this checkout (a replace directive) instead of the
+// module's latest release.
+func TestReadmeQuickStartGo(t *testing.T) {
+	t.Parallel()
+	blocks := quickStart(t, "### (c) ")
+	var script string
+	for _, b := range blocks {
+		if b.lang != "sh" {
+			t.Fatalf("quick start (c): a %q block; want sh only", b.lang)
+		}
+		script += b.text
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatal("go is needed to build quick start (c)")
+	}
+	script = adapt(t, script, []adaptation{
+		{"go get github.com/batonhq/baton@latest",
+			"go mod edit -require=github.com/batonhq/baton@v0.0.0 -replace=github.com/batonhq/baton=" + shellQuote(repo),
+			"the test builds against this checkout, not a release"},
+		{"go build -o report .", "go mod tidy && go build -o report .", "the replace directive needs its requirements resolved (go get did that)"},
+		{"sleep 2; kill -STOP $a", `until baton leases | grep -q ":$a "; do sleep 0.1; done; kill -STOP $a`,
+			"a busy machine may take more than 2 s to start A: freeze it once it holds the lease"},
+	})
+	dir := t.TempDir()
+	env := []string{
+		"PATH=" + binDir(t) + ":" + filepath.Dir(gobin) + ":/usr/bin:/bin",
+		"HOME=" + dir,
+		"BATON_DB=" + asURL(t, pgtest.DSN(t)),
+		"GOCACHE=" + goEnv(t, "GOCACHE"), "GOMODCACHE=" + goEnv(t, "GOMODCACHE"),
+		"GOPROXY=" + goEnv(t, "GOPROXY"), "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local",
+	}
+	out, err := runScript(t, dir, script, env, 5*time.Minute)
+	if err != nil {
+		t.Fatalf("quick start (c): %v\n--- script\n%s--- output\n%s", err, script, out)
+	}
+	t.Logf("quick start (c), as run:\n%s--- output\n%s", script, out)
+	if n := strings.Count(out, ": wrote the report, token "); n != 2 {
+		t.Errorf("quick start (c): %d reports written, want 2 (one of the three at once, and B's):\n%s", n, out)
+	}
+	if n := strings.Count(out, ": busy, another replica writes the report"); n != 2 {
+		t.Errorf("quick start (c): %d replicas busy, want 2:\n%s", n, out)
+	}
+	if !regexp.MustCompile(`pid \d+: lost the lease, nothing written: .*lease`).MatchString(out) {
+		t.Errorf("quick start (c): the frozen replica A did not say it lost the lease:\n%s", out)
+	}
+}
+
+// goEnv is go env NAME, for a script that runs go with a clean environment.
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
