@@ -41,6 +41,8 @@ func (s *Schedule) String() string { return s.spec }
 // schedules are not wall-clock schedules and are never wildcard ones.
 func (s *Schedule) Wildcard() bool { return s.wildcard }
 
+func (s *Schedule) Reboot() bool { return false }
+
 // field describes one field of a cron line.
 type field struct {
 	name     string
