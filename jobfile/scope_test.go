@@ -50,7 +50,7 @@ jobs:
 func TestParseScopeInvalid(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ name, src, want string }{
-		{"unknown scope", job("scope: everywhere"), `jobs.yaml:5:12: jobs[0](a).scope: "everywhere": want fleet or host`},
+		{"unknown scope", job("scope: everywhere"), `jobs.yaml:5:12: jobs[0](a).scope: want fleet or host, not "everywhere"`},
 		{"reboot fleet", "jobs:\n  - name: a\n    schedule: '@reboot'\n    command: date\n    scope: fleet\n",
 			`jobs.yaml:5:12: jobs[0](a).scope: a @reboot job runs when each host's daemon starts: it is host-scoped; leave scope out or write scope: host`},
 		{"at in name", "jobs:\n  - name: a@b\n    schedule: '@daily'\n    command: date\n",

@@ -33,7 +33,12 @@ import (
 // whatever its outcome), which a level-2 daemon would never send. A shell
 // other than /bin/sh needs no level: the command it makes ([shell, "-c",
 // string]) is stored as it runs.
-const FeatureLevel = 3
+//
+// Level 4 adds per-host jobs: scope: host, whose instance JOB@HOST only the
+// daemons of HOST claim, and @reboot, a host-scoped job that runs when a
+// daemon starts. A level-3 daemon would claim every host's instance as a
+// fleet job, and refuses @reboot.
+const FeatureLevel = 4
 
 // feature is a part of job semantics and the level that brought it.
 type feature struct {
@@ -57,6 +62,8 @@ var features = []feature{
 		_, path := j.Env["PATH"]
 		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")
 	}},
+	{4, "scope: host: each host's instance runs on that host's daemons only", func(j baton.Job) bool { return j.Scope == baton.ScopeHost }},
+	{4, "@reboot: runs when a daemon starts", isReboot},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

@@ -31,6 +31,9 @@ func TestNeeds(t *testing.T) {
 	absolute.Name, absolute.Command = "absolute", []string{"/opt/report/bin/report"}
 	mailed := job("mailed", "* * * * *", "date")
 	mailed.Notify = &baton.Notify{On: []string{"failed", "output"}, After: 1}
+	perHost := job("per-host", "* * * * *", "true")
+	perHost.Scope = baton.ScopeHost
+	atStart := job("at-start", "@reboot", "true")
 	for _, c := range []struct {
 		j    baton.Job
 		want int
@@ -45,14 +48,17 @@ func TestNeeds(t *testing.T) {
 		{onPath, 3},
 		{absolute, 1},
 		{mailed, 3},
+		{perHost, 4},
+		{perHost.ForHost("web1"), 4},
+		{atStart, 4},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {
 			t.Errorf("%s needs level %d (%q), want %d with a reason", c.j.Name, level, why, c.want)
 		}
 	}
-	if scheduler.FeatureLevel != 3 {
-		t.Errorf("FeatureLevel %d, want 3", scheduler.FeatureLevel)
+	if scheduler.FeatureLevel != 4 {
+		t.Errorf("FeatureLevel %d, want 4", scheduler.FeatureLevel)
 	}
 }
 

@@ -202,7 +202,7 @@ func (s *Store) publish(ctx context.Context, jobs []baton.Job, host string, remo
 				return baton.Wrap(baton.EINTERNAL, err, "encoding job %s", j.Name)
 			}
 			if _, err := tx.ExecContext(ctx, s.query("insert_job"), j.Name, version, string(def),
-				s.ts(c.Next(after)), j.Paused, host, need); err != nil {
+				s.ts(c.Next(after)), j.Paused, host, need, j.Host); err != nil {
 				return s.translate(err, "writing job "+j.Name)
 			}
 			changed = append(changed, j.Name)
@@ -421,6 +421,8 @@ type Version struct {
 	DefinedAt time.Time
 	// FeatureLevel is the level a daemon needs to run the job (Needs).
 	FeatureLevel int
+	// Host is the host of a host-scoped job's instance; "" for a fleet job.
+	Host string
 }
 
 // Versions returns every job's version, by name.
@@ -435,7 +437,7 @@ func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
 		var name string
 		var v Version
 		var at dbTime
-		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel); err != nil {
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel, &v.Host); err != nil {
 			return nil, s.translate(err, "listing job versions")
 		}
 		v.DefinedAt = at.Time
@@ -492,7 +494,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, "", FeatureLevel, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -502,17 +504,18 @@ type skipKey struct {
 	reason SkipReason
 }
 
-// claimDue is ClaimDue by a daemon of feature level own that also counts
+// claimDue is ClaimDue by a daemon of feature level own on host (which
+// also claims that host's instances of host-scoped jobs) that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer), and
 // says how many due jobs it took (taken), whether their ticks run or not.
-func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
+func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out, missed, taken = out[:0], map[skipKey]int{}, 0
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)))
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), host)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -716,19 +719,20 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 // It claims the ticks of jobs of FeatureLevel or below; a Daemon claims
 // those of its own level.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, "", FeatureLevel, claimTTL, limit)
 	return out, err
 }
 
-// claimOpen is ClaimOpen by a daemon of feature level own that also
-// counts, by job, the overtaken ticks it recorded (for the daemon's
+// claimOpen is ClaimOpen by a daemon of feature level own on host (which
+// also claims the ticks of that host's instances of host-scoped jobs) that
+// also counts, by job, the overtaken ticks it recorded (for the daemon's
 // Observer).
-func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, host)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
