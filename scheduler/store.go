@@ -229,7 +229,11 @@ func (s *Store) getJob(ctx context.Context, q querier, name string) (*baton.Defi
 	err := q.QueryRowContext(ctx, s.query("get_job"), name).
 		Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at, &dj.FeatureLevel)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?)", name)}
+		msg := fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?", name)
+		if !strings.Contains(name, "@") {
+			msg += " A job with scope: host or @reboot is stored once a host, as NAME@HOST: see baton jobs"
+		}
+		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: msg + ")"}
 	}
 	if err != nil {
 		return nil, s.translate(err, "reading job "+name)
