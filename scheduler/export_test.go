@@ -111,3 +111,14 @@ func (s *Store) StartBatch(ctx context.Context, ticks []baton.Tick, prevs []stri
 	}
 	return attempts, errs
 }
+
+// ClaimDueOn and ClaimOpenOn claim as a daemon of this level on host.
+func (s *Store) ClaimDueOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, _, err := s.claimDue(ctx, daemon, host, FeatureLevel, claimTTL, limit, share{})
+	return out, err
+}
+
+func (s *Store) ClaimOpenOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, err := s.claimOpen(ctx, daemon, host, FeatureLevel, claimTTL, limit)
+	return out, err
+}

@@ -1,0 +1,83 @@
+package scheduler_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/scheduler"
+)
+
+// A host's instance of a host-scoped job is claimed by the daemons of that
+// host only: its due ticks and its open ones (a trigger); a fleet job by
+// any daemon.
+func TestHostInstancesClaimedOnTheirHost(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		host := baton.Job{Name: "rotate", Schedule: "* * * * * *", Command: []string{"true"}, Scope: baton.ScopeHost}
+		fleet := baton.Job{Name: "report", Schedule: "* * * * * *", Command: []string{"true"}}
+		jobs, err := scheduler.Instances([]baton.Job{host, fleet}, "web1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if jobs[0].Name != "rotate@web1" || jobs[0].Host != "web1" || jobs[1].Name != "report" {
+			t.Fatalf("Instances: %+v", jobs)
+		}
+		if _, err := e.store.Publish(ctx, jobs, "web1", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond) // both due
+		claimed := func(claims []scheduler.Claim) map[string]bool {
+			m := map[string]bool{}
+			for _, c := range claims {
+				m[c.Tick.Job] = true
+			}
+			return m
+		}
+		got, err := e.store.ClaimDueOn(ctx, "d2", "web2", time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := claimed(got); m["rotate@web1"] || !m["report"] {
+			t.Errorf("a daemon on web2 claimed %v, want report and not rotate@web1", m)
+		}
+		got, err = e.store.ClaimDueOn(ctx, "d1", "web1", time.Minute, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := claimed(got); !m["rotate@web1"] {
+			t.Errorf("a daemon on web1 claimed %v, want rotate@web1", m)
+		}
+		if _, err := e.store.Trigger(ctx, "rotate@web1"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = e.store.ClaimOpenOn(ctx, "d2", "web2", time.Minute, 100); err != nil || len(got) != 0 {
+			t.Errorf("a daemon on web2 claimed the open ticks %v (%v), want none", got, err)
+		}
+		if got, err = e.store.ClaimOpenOn(ctx, "d1", "web1", time.Minute, 100); err != nil || !claimed(got)["rotate@web1"] {
+			t.Errorf("a daemon on web1 claimed the open ticks %v (%v), want the trigger of rotate@web1", got, err)
+		}
+	})
+}
+
+// A host identity or an instance name that cannot name a job is refused
+// before anything is written.
+func TestInstancesRefused(t *testing.T) {
+	host := baton.Job{Name: "rotate", Schedule: "@daily", Command: []string{"true"}, Scope: baton.ScopeHost}
+	for _, h := range []string{"", "a/b", "a@b", "a#b", "a b", strings.Repeat("h", 129)} {
+		if _, err := scheduler.Instances([]baton.Job{host}, h); baton.ErrorCode(err) != baton.EINVALID {
+			t.Errorf("host %q: %v, want EINVALID", h, err)
+		}
+	}
+	long := host
+	long.Name = strings.Repeat("n", 190)
+	if _, err := scheduler.Instances([]baton.Job{long}, "web1-example-org"); baton.ErrorCode(err) != baton.EINVALID {
+		t.Errorf("an instance name past 200 bytes: %v, want EINVALID", err)
+	}
+	// A fleet job needs no host identity.
+	if _, err := scheduler.Instances([]baton.Job{{Name: "a", Schedule: "@daily", Command: []string{"true"}}}, ""); err != nil {
+		t.Errorf("a fleet job on a daemon without a host: %v", err)
+	}
+}
