@@ -70,6 +70,16 @@ Examples:
   baton next '*/20 * * * *' --tz Europe/Berlin --from 2026-10-25T00:30:00Z -n 4
 `
 
+// atDaemonStart is a @reboot job's next tick, as the listings show it: no
+// clock says when a daemon starts.
+const atDaemonStart = "at daemon start"
+
+// isReboot says whether schedule is @reboot.
+func isReboot(schedule string) bool {
+	s, err := cron.Parse(schedule)
+	return err == nil && s.Reboot()
+}
+
 // NextCommand is `baton next`.
 type NextCommand struct {
 	env *Env
@@ -109,7 +119,7 @@ func (c *NextCommand) Run(ctx context.Context, args []string) error {
 		if *asJSON {
 			return printJSON(c.env.Stdout, []nextFire{})
 		}
-		fmt.Fprintln(c.env.Stdout, "at daemon start: once each time a daemon starts, on each host (never on a reload)")
+		fmt.Fprintln(c.env.Stdout, atDaemonStart+": once each time a daemon starts, on each host (never on a reload)")
 		return nil
 	}
 	if *tz == "" {

@@ -184,6 +184,16 @@ jobs:
 		if ticks[1].Token <= ticks[0].Token {
 			t.Errorf("the second start's token %d is not above the first's %d", ticks[1].Token, ticks[0].Token)
 		}
+		// The listings say when it runs next, and name the host's instance.
+		for _, cmd := range []string{"jobs", "status"} {
+			r := s.run(t, cmd)
+			if r.code != 0 || !strings.Contains(r.stdout, instance) || !strings.Contains(r.stdout, "at daemon start") {
+				t.Errorf("baton %s: exit %d, want %s at daemon start:\n%s%s", cmd, r.code, instance, r.stdout, r.stderr)
+			}
+		}
+		if r := s.run(t, "runs", "warm"); r.code != baton.ExitNotFound || !strings.Contains(r.stderr, "NAME@HOST") {
+			t.Errorf("baton runs warm: exit %d, want %d with a hint at NAME@HOST: %s", r.code, baton.ExitNotFound, r.stderr)
+		}
 	})
 }
 

@@ -157,6 +157,9 @@ func printStatus(env *Env, o *web.Overview) error {
 				sched += " (" + j.Timezone + ")"
 			}
 			next := "-"
+			if !j.Paused && isReboot(j.Schedule) {
+				next = atDaemonStart
+			}
 			if !j.NextTick.IsZero() {
 				next = j.NextTick.UTC().Format(time.RFC3339)
 			}
