@@ -150,15 +150,20 @@ func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
 // next tick; jobs named in removed are marked removed (their history stays).
 // It returns the names it wrote. Each definition is written with the
 // feature level it needs (Needs); a current definition recorded with a
-// lower level gets its level raised.
+// lower level gets its level raised. A host-scoped job is written as
+// host's instance of it (Instances).
 func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, removed []string) ([]string, error) {
 	return s.publish(ctx, jobs, host, removed, FeatureLevel)
 }
 
 // publish is Publish by a daemon of feature level own.
 func (s *Store) publish(ctx context.Context, jobs []baton.Job, host string, removed []string, own int) ([]string, error) {
+	jobs, err := Instances(jobs, host)
+	if err != nil {
+		return nil, err
+	}
 	var changed []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now, err := s.now(ctx, tx)
 		if err != nil {
