@@ -81,3 +81,42 @@ func TestInstancesRefused(t *testing.T) {
 		t.Errorf("a fleet job on a daemon without a host: %v", err)
 	}
 }
+
+// A host instance's missed ticks say what ran on its host: another host's
+// daemon running meanwhile never runs it, so it did not "fall behind".
+func TestHostInstanceMissedWhileItsHostWasDown(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		if err := e.store.Register(ctx, scheduler.DaemonInfo{ID: "d2", Host: "web2", PID: 1, Versions: map[string]string{}, FeatureLevel: scheduler.FeatureLevel}); err != nil {
+			t.Fatal(err)
+		}
+		j := baton.Job{Name: "rotate", Schedule: "* * * * * *", Command: []string{"true"}, Scope: baton.ScopeHost}
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "web1", nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond) // two ticks or more due
+		if _, err := e.store.Touch(ctx, "d2"); err != nil { // web2's daemon ran all along
+			t.Fatal(err)
+		}
+		if _, err := e.store.ClaimDueOn(ctx, "d1", "web1", time.Minute, 100); err != nil {
+			t.Fatal(err)
+		}
+		ticks, err := e.store.Ticks(ctx, "rotate@web1", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		missed := 0
+		for _, tr := range ticks {
+			if tr.Outcome != baton.OutcomeSkippedMissed {
+				continue
+			}
+			missed++
+			if !strings.Contains(tr.Reason, "no daemon was running") {
+				t.Errorf("tick %s: reason %q, want no daemon was running (web2's daemon never runs web1's instance)", baton.FormatTick(tr.At), tr.Reason)
+			}
+		}
+		if missed == 0 {
+			t.Fatalf("no missed tick: %+v", ticks)
+		}
+	})
+}

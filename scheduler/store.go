@@ -570,7 +570,7 @@ func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, clai
 			if err != nil { // stored definitions were valid when written
 				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
 			}
-			planned, next := plan(d.job, c, d.next, now, maxTicksPerClaim, up, d.level)
+			planned, next := plan(d.job, c, d.next, now, maxTicksPerClaim, up.on(d.job.Host), d.level)
 			last := -1
 			for i, p := range planned {
 				if p.Run {
@@ -700,13 +700,14 @@ func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, own int, 
 		var id string
 		var from, to dbTime
 		var level int
-		if err := rows.Scan(&id, &from, &to, &level); err != nil {
+		var host string
+		if err := rows.Scan(&id, &from, &to, &level, &host); err != nil {
 			return nil, s.translate(err, "reading when daemons ran")
 		}
 		if id == daemon {
 			to.Time, level = now, own
 		}
-		up = append(up, Span{From: from.Time, To: to.Time, Level: level})
+		up = append(up, Span{From: from.Time, To: to.Time, Level: level, Host: host})
 	}
 	return up, s.translate(rows.Err(), "reading when daemons ran")
 }
