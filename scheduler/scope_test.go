@@ -94,7 +94,7 @@ func TestHostInstanceMissedWhileItsHostWasDown(t *testing.T) {
 		if _, err := e.store.Publish(ctx, []baton.Job{j}, "web1", nil); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2500 * time.Millisecond) // two ticks or more due
+		time.Sleep(2500 * time.Millisecond)                 // two ticks or more due
 		if _, err := e.store.Touch(ctx, "d2"); err != nil { // web2's daemon ran all along
 			t.Fatal(err)
 		}
