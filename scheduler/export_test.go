@@ -122,3 +122,8 @@ func (s *Store) ClaimOpenOn(ctx context.Context, daemon, host string, claimTTL t
 	out, _, err := s.claimOpen(ctx, daemon, host, FeatureLevel, claimTTL, limit)
 	return out, err
 }
+
+// RebootOn records the start ticks of a daemon on host, as Run does once.
+func (s *Store) RebootOn(ctx context.Context, daemon, host string, claimTTL time.Duration, jobs []string) ([]Claim, error) {
+	return s.reboot(ctx, daemon, host, FeatureLevel, claimTTL, jobs)
+}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strconv"
 	"time"
 
@@ -54,6 +55,9 @@ func isReboot(j baton.Job) bool {
 // a scheduled tick at the store's current instant, the daemon's start,
 // claimed by daemon, and returns the claims. A job that is gone, paused,
 // not this host's, or that needs a feature level above own gets none.
+// An earlier start's tick that nobody holds and that is not running (its
+// daemon stopped before it ran, or between retries) is ended first: one
+// start runs the job once, not again for the starts before it.
 func (s *Store) reboot(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, jobs []string) ([]Claim, error) {
 	if len(jobs) == 0 {
 		return nil, nil
@@ -76,6 +80,9 @@ func (s *Store) reboot(ctx context.Context, daemon, host string, own int, claimT
 			case dj.Paused || dj.FeatureLevel > own || dj.Job.Host != host || !isReboot(dj.Job):
 				continue
 			}
+			if err := s.endEarlierStarts(ctx, tx, name, at); err != nil {
+				return err
+			}
 			t := baton.Tick{Job: name, At: at, Version: dj.Version, Kind: baton.TickScheduled}
 			res, err := tx.ExecContext(ctx, s.query("insert_tick"), name, s.ts(at), dj.Version, t.Kind,
 				baton.TickPending, nil, "", daemon, ms(claimTTL))
@@ -89,4 +96,45 @@ func (s *Store) reboot(ctx context.Context, daemon, host string, own int, claimT
 		return nil
 	})
 	return out, err
+}
+
+// endEarlierStarts ends job's earlier start ticks (before at) that nobody
+// holds and that are not running, with their last attempt's outcome
+// (skipped-missed when they had none).
+func (s *Store) endEarlierStarts(ctx context.Context, tx *sql.Tx, job string, at time.Time) error {
+	rows, err := tx.QueryContext(ctx, s.query("unheld_ticks"), job, s.ts(at))
+	if err != nil {
+		return s.translate(err, "reading the earlier start ticks of "+job)
+	}
+	type open struct {
+		at       time.Time
+		runID    string
+		attempts int
+	}
+	var ticks []open
+	for rows.Next() {
+		var o open
+		var when dbTime
+		if err := rows.Scan(&when, &o.runID, &o.attempts); err != nil {
+			rows.Close()
+			return s.translate(err, "reading the earlier start ticks of "+job)
+		}
+		o.at = when.Time
+		ticks = append(ticks, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return s.translate(err, "reading the earlier start ticks of "+job)
+	}
+	for _, o := range ticks {
+		why := "not run: the daemon start it belongs to ended before it ran; the start at " + baton.FormatTick(at) + " runs the job instead"
+		if o.attempts > 0 {
+			why = "not retried: the daemon start it belongs to ended before its retry; the start at " + baton.FormatTick(at) + " runs the job instead"
+		}
+		err := tx.QueryRowContext(ctx, s.query("end_overtaken"), job, s.ts(o.at), o.runID, why).Scan(new(string))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return s.translate(err, "ending an earlier start tick of "+job)
+		}
+	}
+	return nil
 }

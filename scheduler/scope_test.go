@@ -120,3 +120,53 @@ func TestHostInstanceMissedWhileItsHostWasDown(t *testing.T) {
 		}
 	})
 }
+
+// Each start records one tick of a @reboot job; an earlier start's tick
+// that its daemon gave back before running it is ended, not run as well.
+func TestRebootTicks(t *testing.T) {
+	stores(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		j := baton.Job{Name: "warm", Schedule: "@reboot", Command: []string{"true"}, Scope: baton.ScopeHost}
+		if _, err := e.store.Publish(ctx, []baton.Job{j}, "box1", nil); err != nil {
+			t.Fatal(err)
+		}
+		dj, err := e.store.Job(ctx, "warm@box1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !dj.NextTick.IsZero() {
+			t.Errorf("a @reboot job has the next tick %s, want none", dj.NextTick)
+		}
+		if got, err := e.store.RebootOn(ctx, "d2", "box2", time.Minute, []string{"warm@box1"}); err != nil || len(got) != 0 {
+			t.Errorf("a daemon on box2 recorded %v (%v) for box1's instance", got, err)
+		}
+		first, err := e.store.RebootOn(ctx, "d1", "box1", time.Minute, []string{"warm@box1"})
+		if err != nil || len(first) != 1 {
+			t.Fatalf("first start: %v, %v", first, err)
+		}
+		if c := first[0]; c.Kind != baton.TickScheduled || c.State != baton.TickPending || c.Job.Name != "warm@box1" {
+			t.Errorf("first start's claim: %+v", c)
+		}
+		// The daemon drains before it runs it, and gives it back.
+		if err := e.store.ReleaseClaim(ctx, first[0].Tick, "d1"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		second, err := e.store.RebootOn(ctx, "d3", "box1", time.Minute, []string{"warm@box1"})
+		if err != nil || len(second) != 1 || !second[0].At.After(first[0].At) {
+			t.Fatalf("second start: %v, %v", second, err)
+		}
+		if open, err := e.store.ClaimOpenOn(ctx, "d3", "box1", time.Minute, 100); err != nil || len(open) != 0 {
+			t.Errorf("after the second start, open ticks %v (%v), want none: the first start's tick is ended", open, err)
+		}
+		ticks, err := e.store.Ticks(ctx, "warm@box1", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tr := range ticks {
+			if tr.At.Equal(first[0].At) && (tr.Outcome != baton.OutcomeSkippedMissed || !strings.Contains(tr.Reason, "runs the job instead")) {
+				t.Errorf("the first start's tick: %s %q, want skipped-missed", tr.Outcome, tr.Reason)
+			}
+		}
+	})
+}
