@@ -63,7 +63,7 @@ type Daemon struct {
 	held        map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
 	mu          sync.Mutex
 	versions    map[string]string    // this daemon's job file: each job's version, by name (not the definitions: the store's are scheduled)
-	reboots     []string             // this daemon's @reboot jobs (this host's instances), as last loaded
+	reboots     []string             // the @reboot jobs (this host's instances) of the file this daemon started with
 	booted      bool                 // Run has recorded the @reboot jobs' ticks of its start (claim loop only)
 	pruned      string               // the last job pruned: pruning goes round the jobs a page at a time
 	drift       map[string]string    // drift last reported, by job
@@ -211,8 +211,8 @@ func (d *Daemon) Level() int {
 // the jobs the previous file had and this one has not) and makes them the
 // reference this daemon reports drift against. A host-scoped job is
 // published as this host's instance of it (Instances). The @reboot jobs of
-// the file that Run starts with run once, when Run starts; a reload never
-// runs them.
+// the first file loaded run once, when Run starts; a reload never runs
+// them.
 func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	d.defaults()
 	jobs, err := Instances(jobs, d.Host)
@@ -221,6 +221,7 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	}
 	d.mu.Lock()
 	var removed []string
+	first := d.versions == nil // the file the daemon starts with: its @reboot jobs run
 	if d.versions != nil {
 		named := make(map[string]bool, len(jobs))
 		for _, j := range jobs {
@@ -254,7 +255,10 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 		}
 	}
 	d.mu.Lock()
-	d.versions, d.reboots = versions, reboots
+	d.versions = versions
+	if first {
+		d.reboots = reboots
+	}
 	d.mu.Unlock()
 	d.observer().JobsLoaded(slices.Sorted(maps.Keys(versions)))
 	for _, name := range changed {
