@@ -304,7 +304,8 @@ func (s *Store) LastTicks(ctx context.Context, dj *baton.DefinedJob) error {
 
 // JobSchedules lists every job as Jobs does, but each Job holds only what
 // judges its schedule: Name, Schedule, Timezone, DST and Jitter (enough
-// for Compile, and to tell when a job is overdue). It is for the readers
+// for Compile, and to tell when a job is overdue), and Host (which
+// daemons run it). It is for the readers
 // of every job (status, the dashboard's overview, /metrics), which Jobs'
 // whole definitions made slow at 10,000 jobs.
 func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
@@ -326,10 +327,10 @@ func (s *Store) EachJobSchedule(ctx context.Context, yield func(dj *baton.Define
 // scheduleColumns are list_job_schedules' first columns, and how a job
 // takes them.
 func scheduleColumns() ([]any, func(dj *baton.DefinedJob) error) {
-	var name, version, schedule string
+	var name, version, schedule, host string
 	var tz, gap, repeat, jitter sql.NullString
-	return []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter}, func(dj *baton.DefinedJob) error {
-		dj.Job.Name, dj.Version, dj.Job.Schedule = name, version, schedule
+	return []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter, &host}, func(dj *baton.DefinedJob) error {
+		dj.Job.Name, dj.Version, dj.Job.Schedule, dj.Job.Host = name, version, schedule, host
 		dj.Job.Timezone, dj.Job.DST.Gap, dj.Job.DST.Repeat = tz.String, gap.String, repeat.String
 		if jitter.Valid {
 			d, err := time.ParseDuration(jitter.String)

@@ -117,6 +117,10 @@ jobs:
 	if names["rotate"] {
 		t.Errorf("baton jobs lists the host job itself: %v", names)
 	}
+	// With its host's daemons gone, status says why an instance waits.
+	if r := s.run(t, "status"); !strings.Contains(r.stdout, "rotate@web2: runs on the daemons of host web2 only") {
+		t.Errorf("baton status does not say that web2's daemons are gone:\n%s%s", r.stdout, r.stderr)
+	}
 	for _, d := range []*daemonProc{d1, d2, d3} {
 		if log := d.logText(t); strings.Contains(log, `"msg":"drift"`) {
 			t.Errorf("daemon %s reports drift:\n%s", d.name, tail(log))

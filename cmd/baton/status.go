@@ -187,6 +187,9 @@ func printStatus(env *Env, o *web.Overview) error {
 			if j.LevelNote != "" {
 				fmt.Fprintf(w, "%s: %s\n", j.Name, j.LevelNote)
 			}
+			if j.HostNote != "" {
+				fmt.Fprintf(w, "%s: %s\n", j.Name, j.HostNote)
+			}
 		}
 	}
 	if len(o.Daemons) == 0 {
