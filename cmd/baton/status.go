@@ -40,11 +40,10 @@ daemon; status says which, under the job table (see docs/UPGRADE.md).
 last_success, last_success_age, expected_interval, overdue, paused, drift,
 feature_level and level_note, and an instance of a scope: host job its host
 and host_note (none of that host's daemons is running); each daemon version
-and feature_level (not
-its file's versions, compared in the store: each job's drift says where
-they differ, and 'baton jobs --json' lists them); the leases held or
-expired (free ones are history: 'baton leases --json' lists every one);
-each relay of the outbox version.
+and feature_level (not its file's versions, compared in the store: each
+job's drift says where they differ, and 'baton jobs --json' lists them);
+the leases held or expired (free ones are history: 'baton leases --json'
+lists every one); each relay of the outbox version.
 
 A paused job shows no next tick ("-"; none in --json): none is run. A
 @reboot job's next tick is "at daemon start" (none in --json).
