@@ -43,6 +43,14 @@ type Job struct {
 	// Notify, when set, sends the job's failures (and recoveries) as
 	// notifications through the outbox (docs/NOTIFY.md).
 	Notify *Notify `json:"notify,omitempty"`
+	// Scope says which daemons run the job: "" (ScopeFleet) once per tick
+	// across the fleet, or ScopeHost once per tick on every host that runs
+	// a daemon, each host through its own instance (ForHost). A @reboot
+	// schedule is host-scoped.
+	Scope string `json:"scope,omitempty"`
+	// Host names the host whose daemons run this instance of a
+	// host-scoped job; "" in a job file and for fleet jobs.
+	Host string `json:"host,omitempty"`
 	// Output says where the command's stdout and stderr go: one of the
 	// Output modes; "" is OutputLog. WithDefaults leaves "" alone, so that
 	// the versions of jobs written before the setting existed stay as
@@ -345,3 +353,9 @@ func (j Job) CommandString() string {
 	}
 	return ShellQuote(j.Command...)
 }
+
+// Scopes: which daemons run a job.
+const (
+	ScopeFleet = "fleet" // once per tick, on any daemon (stored as "")
+	ScopeHost  = "host"  // once per tick on each host, through its instance NAME@HOST
+)

@@ -32,6 +32,9 @@
 // at the Unix epoch plus whole multiples of the duration, so DST never
 // affects them.
 //
+// @reboot fires when a daemon starts: it has no instants, and Next never
+// returns one for it (Schedule.Reboot tells it apart).
+//
 // The package has no zone data of its own: zones come from the caller's
 // *time.Location. Programs that must run where the system has none can
 // import time/tzdata.

@@ -57,6 +57,9 @@ const horizon = 10 // years
 // (a day of the week under the AND rule can make a schedule that rare).
 func (s *Schedule) Next(after time.Time, loc *time.Location, dst DST) time.Time {
 	after = after.Round(0) // compare instants, never monotonic readings
+	if s.reboot {
+		return time.Time{}
+	}
 	if s.every > 0 {
 		return nextEvery(after, s.every)
 	}

@@ -26,6 +26,9 @@ type Schedule struct {
 
 	// every is the interval of an @every schedule, zero for the others.
 	every time.Duration
+
+	// reboot marks @reboot, which has no instants (Reboot).
+	reboot bool
 }
 
 // String returns the schedule as it was written.
@@ -40,6 +43,10 @@ func (s *Schedule) String() string { return s.spec }
 // fixed-time schedule, and the seconds and day fields do not count. @every
 // schedules are not wall-clock schedules and are never wildcard ones.
 func (s *Schedule) Wildcard() bool { return s.wildcard }
+
+// Reboot reports whether s is @reboot: it fires when a daemon starts, an
+// event no clock can tell, so Next never returns an instant for it.
+func (s *Schedule) Reboot() bool { return s.reboot }
 
 // field describes one field of a cron line.
 type field struct {
@@ -78,12 +85,13 @@ var macros = map[string]string{
 // `0 0 29 2 *` possible and `0 0 30 2 *` not.
 var daysIn = [13]int{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 
-const fieldsHint = "want 5 fields (minute hour day-of-month month day-of-week), 6 with a leading second, or a macro such as @daily or @every 1h"
+const fieldsHint = "want 5 fields (minute hour day-of-month month day-of-week), 6 with a leading second, or a macro such as @daily, @every 1h or @reboot"
 
 // Parse parses a cron schedule: 5 fields (minute hour day-of-month month
 // day-of-week), 6 with a leading second field, one of the macros @yearly,
-// @annually, @monthly, @weekly, @daily, @midnight and @hourly, or
-// `@every DURATION` (a Go duration of at least 1s).
+// @annually, @monthly, @weekly, @daily, @midnight and @hourly,
+// `@every DURATION` (a Go duration of at least 1s), or @reboot (see
+// Schedule.Reboot).
 //
 // A field is a list (a,b,c) of values, ranges (a-b), `*`, and any of those
 // but a single value with a step (*/n, a-b/n; a/n means a-max/n). Months and
@@ -199,11 +207,14 @@ func parseMacro(spec, line string) (*Schedule, error) {
 		return &Schedule{spec: spec, every: d}, nil
 	}
 	if name == "@reboot" {
-		return nil, baton.Invalid("schedule", "%q: baton has no @reboot yet: run the command at boot from a systemd unit (Type=oneshot, After=baton.service; baton run NAME -- COMMAND in it for a lease)", spec)
+		if len(fields) != 1 {
+			return nil, baton.Invalid("schedule", "%q: @reboot takes nothing after it", spec)
+		}
+		return &Schedule{spec: spec, reboot: true}, nil
 	}
 	six, ok := macros[name]
 	if !ok || len(fields) != 1 {
-		return nil, baton.Invalid("schedule", "%q is not a macro; want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly or @every DURATION", spec)
+		return nil, baton.Invalid("schedule", "%q is not a macro; want @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly, @every DURATION or @reboot", spec)
 	}
 	s, err := Parse(six)
 	if err != nil {

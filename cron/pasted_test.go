@@ -11,7 +11,7 @@ import (
 
 // Lines pasted from a crontab that baton reads otherwise get an error that
 // says what to write instead: a leading CRON_TZ= or TZ= belongs in the
-// job's timezone: key, and @reboot has no equivalent in a schedule.
+// job's timezone: key.
 func TestParsePastedCrontabLines(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -22,8 +22,6 @@ func TestParsePastedCrontabLines(t *testing.T) {
 		{"TZ=America/New_York 30 4 * * 1-5", []string{"timezone: America/New_York", `"30 4 * * 1-5"`}},
 		{"  cron_tz=UTC @daily", []string{"timezone: UTC", `"@daily"`}},
 		{"CRON_TZ=Europe/Berlin", []string{"timezone: Europe/Berlin"}},
-		{"@reboot", []string{"@reboot", "systemd", "After=baton.service"}},
-		{"@REBOOT", []string{"@reboot", "systemd"}},
 	} {
 		_, err := cron.Parse(tt.spec)
 		var e *baton.Error

@@ -73,7 +73,11 @@
 // control characters or bidirectional controls (U+061C, U+200E, U+200F,
 // U+202A–U+202E, U+2066–U+2069, which make a name display as other text),
 // and without '#': a job with overlap {allow: N} also holds the leases
-// NAME#2 … NAME#N, which must fit in 200 bytes too.
+// NAME#2 … NAME#N, which must fit in 200 bytes too; nor '@': a job with
+// scope: host is stored once a host, as NAME@HOST.
+//
+// scope is fleet (the default, stored as "") or host; a @reboot schedule
+// makes a job host-scoped, and refuses scope: fleet.
 //
 // Limits, so that what validates can run: a file is at most MaxFileSize
 // (4 MiB); an argument, a shell line or an environment variable's

@@ -440,6 +440,9 @@ func nameProblem(name string, slots int) string {
 		}
 		return err.Error()
 	}
+	if strings.ContainsRune(name, '@') {
+		return fmt.Sprintf("name %q contains '@'; '@' is reserved: NAME@HOST names a host's instance of a job with scope: host", name)
+	}
 	if strings.ContainsRune(name, '#') {
 		return fmt.Sprintf("name %q contains '#'; '#' is reserved: NAME#N names the leases of a job with overlap {allow: N}", name)
 	}
@@ -456,6 +459,20 @@ func nameProblem(name string, slots int) string {
 		}
 	}
 	return ""
+}
+
+// rebootScope makes a @reboot job host-scoped: it runs when each host's
+// daemon starts, so it cannot be once per fleet. A scope: fleet written
+// for it (scope, nil when none) is refused.
+func (p *parser) rebootScope(j *baton.Job, scope *yaml.Node, field string) {
+	if s, err := cron.Parse(j.Schedule); err != nil || !s.Reboot() {
+		return
+	}
+	if scope != nil && j.Scope != baton.ScopeHost && scope.Value == baton.ScopeFleet {
+		p.add(scope, join(field, "scope"), "a @reboot job runs when each host's daemon starts: it is host-scoped; leave scope out or write scope: host")
+		return
+	}
+	j.Scope = baton.ScopeHost
 }
 
 // bidiControl reports whether r is one of Unicode's explicit bidirectional
@@ -618,7 +635,7 @@ var jobKeys = []string{
 	"ttl", "timeout", "kill_after", "jitter",
 	"overlap", "catchup", "retries", "dst", "paused", "history", "key_retention",
 	"notify", "output", "shell", "stdin",
-	"user", "group",
+	"user", "group", "scope",
 }
 
 // job reads the job at n, a mapping, whose field is jobs[I].
@@ -629,7 +646,7 @@ func (p *parser) job(n *yaml.Node, field string) baton.Job { return p.jobSetting
 // defaults.
 func (p *parser) jobSettings(n *yaml.Node, field string, whole bool) baton.Job {
 	var j baton.Job
-	var command, group *yaml.Node
+	var command, group, scope *yaml.Node
 	shell := ""
 	seen := p.fields(n, field, jobKeys, func(key string, v *yaml.Node, field string) {
 		switch key {
@@ -724,11 +741,17 @@ func (p *parser) jobSettings(n *yaml.Node, field string, whole bool) baton.Job {
 		case "group":
 			j.Group = p.account(v, field, "group", "adm")
 			group = v
+		case "scope":
+			scope = v
+			if s, ok := p.oneOf(v, field, baton.ScopeFleet, baton.ScopeHost); ok && s == baton.ScopeHost {
+				j.Scope = baton.ScopeHost // fleet is stored as "", as before the key
+			}
 		}
 	})
 	if whole && group != nil && j.User == "" && j.Group != "" {
 		p.add(group, field+".group", "a group needs a user; give user (the job's or the defaults') too")
 	}
+	p.rebootScope(&j, scope, field)
 	if j.Shell && shell != "" {
 		// A list-form command runs as it is: shell is only for a string.
 		j.Command[0] = shell

@@ -532,7 +532,7 @@ conf/jobs.yaml:10:14: jobs[1].overlap: write {allow: N} to allow up to N runs at
 conf/jobs.yaml:11:13: jobs[1].paused: want true or false, not "yes"
 conf/jobs.yaml:12:5: jobs[2](backup).command: missing; every job needs a name, a schedule and a command
 conf/jobs.yaml:12:11: jobs[2](backup).name: duplicate job name "backup"; it is first used at line 2
-conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention, notify, output, shell, stdin, user or group)
+conf/jobs.yaml:14:5: jobs[2](backup).comand: unknown key; did you mean command? (want name, schedule, timezone, command, env, dir, ttl, timeout, kill_after, jitter, overlap, catchup, retries, dst, paused, history, key_retention, notify, output, shell, stdin, user, group or scope)
 conf/jobs.yaml:15:1: extra: unknown key; want jobs, notify or defaults`
 	if got := err.Error(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)

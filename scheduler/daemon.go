@@ -63,6 +63,8 @@ type Daemon struct {
 	held        map[string]*heldTick // the claimed ticks this daemon works on, by idempotency key: the heartbeat renews these
 	mu          sync.Mutex
 	versions    map[string]string    // this daemon's job file: each job's version, by name (not the definitions: the store's are scheduled)
+	reboots     []string             // the @reboot jobs (this host's instances) of the file this daemon started with
+	booted      bool                 // Run has recorded the @reboot jobs' ticks of its start (claim loop only)
 	pruned      string               // the last job pruned: pruning goes round the jobs a page at a time
 	drift       map[string]string    // drift last reported, by job
 	gated       map[string]string    // jobs above this daemon's feature level, as last reported
@@ -207,11 +209,19 @@ func (d *Daemon) Level() int {
 
 // Load publishes a job file's definitions to the store (a reload removes
 // the jobs the previous file had and this one has not) and makes them the
-// reference this daemon reports drift against.
+// reference this daemon reports drift against. A host-scoped job is
+// published as this host's instance of it (Instances). The @reboot jobs of
+// the first file loaded run once, when Run starts; a reload never runs
+// them.
 func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 	d.defaults()
+	jobs, err := Instances(jobs, d.Host)
+	if err != nil {
+		return err
+	}
 	d.mu.Lock()
 	var removed []string
+	first := d.versions == nil // the file the daemon starts with: its @reboot jobs run
 	if d.versions != nil {
 		named := make(map[string]bool, len(jobs))
 		for _, j := range jobs {
@@ -237,11 +247,18 @@ func (d *Daemon) Load(ctx context.Context, jobs []baton.Job) error {
 		return err
 	}
 	versions := make(map[string]string, len(jobs))
+	var reboots []string
 	for _, j := range jobs {
 		versions[j.Name] = j.Version()
+		if isReboot(j) {
+			reboots = append(reboots, j.Name)
+		}
 	}
 	d.mu.Lock()
 	d.versions = versions
+	if first {
+		d.reboots = reboots
+	}
 	d.mu.Unlock()
 	d.observer().JobsLoaded(slices.Sorted(maps.Keys(versions)))
 	for _, name := range changed {
@@ -279,6 +296,9 @@ func (d *Daemon) checkDrift(ctx context.Context) error {
 	d.checkLevels(stored)
 	now := map[string]string{}
 	for name, sv := range stored {
+		if sv.Host != "" && sv.Host != d.Host {
+			continue // another host's instance of a host-scoped job
+		}
 		fv, ok := d.versions[name]
 		switch {
 		case !ok:
@@ -315,7 +335,7 @@ func (d *Daemon) checkLevels(stored map[string]Version) {
 	own := d.Level()
 	now := map[string]string{}
 	for name, sv := range stored {
-		if sv.FeatureLevel > own {
+		if sv.FeatureLevel > own && (sv.Host == "" || sv.Host == d.Host) {
 			now[name] = gateNote(sv.FeatureLevel, own)
 		}
 	}
@@ -470,8 +490,13 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 		return false, true, nil
 	}
 	defer func() { full = d.MaxConcurrent-int(d.inHand.Load()) <= 0 }()
+	if !d.booted {
+		if err := d.boot(ctx); err != nil {
+			return false, false, err
+		}
+	}
 	limit := min(free, 100)
-	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Level(), d.ClaimTTL, limit)
+	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Host, d.Level(), d.ClaimTTL, limit)
 	for job, n := range overtaken {
 		d.observer().TicksSkipped(job, SkipOvertaken, n)
 	}
@@ -496,7 +521,7 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 	if p := d.share.Load(); p != nil {
 		sh = *p
 	}
-	due, missed, taken, err := d.Store.claimDue(ctx, d.ID, d.Level(), d.ClaimTTL, limit, sh)
+	due, missed, taken, err := d.Store.claimDue(ctx, d.ID, d.Host, d.Level(), d.ClaimTTL, limit, sh)
 	if err != nil {
 		return false, false, err
 	}
@@ -519,6 +544,25 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 	// A full batch of jobs came back, whether or not their ticks run (all
 	// may have been missed, after an outage): more may be due.
 	return taken >= limit, false, nil
+}
+
+// boot records the tick of this daemon's start for each of its @reboot
+// jobs, claimed by this daemon, and starts them: once per Run, in its
+// first claim round that reaches the store (a failed round tries again).
+func (d *Daemon) boot(ctx context.Context) error {
+	d.mu.Lock()
+	names := slices.Clone(d.reboots)
+	d.mu.Unlock()
+	claims, err := d.Store.reboot(ctx, d.ID, d.Host, d.Level(), d.ClaimTTL, names)
+	if err != nil {
+		return err
+	}
+	d.booted = true
+	for _, c := range claims {
+		d.Log.Info("the daemon started: running its @reboot job", "job", c.Tick.Job, "tick", baton.FormatTick(c.At))
+		d.start(ctx, c)
+	}
+	return nil
 }
 
 // start handles claims, one after the other, in a goroutine of their own.

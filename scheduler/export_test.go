@@ -18,12 +18,12 @@ func (s *Store) PublishAt(ctx context.Context, jobs []baton.Job, host string, re
 }
 
 func (s *Store) ClaimDueAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, level, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, "", level, claimTTL, limit, share{})
 	return out, err
 }
 
 func (s *Store) ClaimOpenAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, level, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, "", level, claimTTL, limit)
 	return out, err
 }
 
@@ -110,4 +110,20 @@ func (s *Store) StartBatch(ctx context.Context, ticks []baton.Tick, prevs []stri
 		attempts[i], errs[i] = a.attempt, a.err
 	}
 	return attempts, errs
+}
+
+// ClaimDueOn and ClaimOpenOn claim as a daemon of this level on host.
+func (s *Store) ClaimDueOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, _, err := s.claimDue(ctx, daemon, host, FeatureLevel, claimTTL, limit, share{})
+	return out, err
+}
+
+func (s *Store) ClaimOpenOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
+	out, _, err := s.claimOpen(ctx, daemon, host, FeatureLevel, claimTTL, limit)
+	return out, err
+}
+
+// RebootOn records the start ticks of a daemon on host, as Run does once.
+func (s *Store) RebootOn(ctx context.Context, daemon, host string, claimTTL time.Duration, jobs []string) ([]Claim, error) {
+	return s.reboot(ctx, daemon, host, FeatureLevel, claimTTL, jobs)
 }

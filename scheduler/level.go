@@ -36,6 +36,11 @@ import (
 //
 // Level 4 adds a job's user and group (user:, group:): a level-3 daemon
 // would run such a job as itself.
+//
+// Level 4 adds per-host jobs: scope: host, whose instance JOB@HOST only the
+// daemons of HOST claim, and @reboot, a host-scoped job that runs when a
+// daemon starts. A level-3 daemon would claim every host's instance as a
+// fleet job, and refuses @reboot.
 const FeatureLevel = 4
 
 // feature is a part of job semantics and the level that brought it.
@@ -61,6 +66,8 @@ var features = []feature{
 		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")
 	}},
 	{4, "user and group: the command runs as the job's user", func(j baton.Job) bool { return j.User != "" || j.Group != "" }},
+	{4, "scope: host: each host's instance runs on that host's daemons only", func(j baton.Job) bool { return j.Scope == baton.ScopeHost }},
+	{4, "@reboot: runs when a daemon starts", isReboot},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

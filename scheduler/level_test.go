@@ -35,6 +35,9 @@ func TestNeeds(t *testing.T) {
 	asUser.User = "postgres"
 	inGroup := asUser
 	inGroup.Name, inGroup.Group = "in-group", "adm"
+	perHost := job("per-host", "* * * * *", "true")
+	perHost.Scope = baton.ScopeHost
+	atStart := job("at-start", "@reboot", "true")
 	for _, c := range []struct {
 		j    baton.Job
 		want int
@@ -51,6 +54,9 @@ func TestNeeds(t *testing.T) {
 		{mailed, 3},
 		{asUser, 4},
 		{inGroup, 4},
+		{perHost, 4},
+		{perHost.ForHost("web1"), 4},
+		{atStart, 4},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {

@@ -74,10 +74,27 @@ type Planned struct {
 // may have been busy, paused or cut off from the store.
 type Uptime []Span
 
-// Span is one daemon's run, and the daemon's feature level.
+// Span is one daemon's run, and the daemon's feature level and host.
 type Span struct {
 	From, To time.Time
 	Level    int
+	Host     string
+}
+
+// on is the uptime of the daemons that run a job of host: of every daemon
+// for a fleet job (host ""), of host's daemons for its instance of a
+// host-scoped job (another host's daemons never run it).
+func (u Uptime) on(host string) Uptime {
+	if host == "" {
+		return u
+	}
+	var out Uptime
+	for _, s := range u {
+		if s.Host == host {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Covers says whether a daemon ran at t.

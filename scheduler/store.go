@@ -150,15 +150,20 @@ func (s *Store) now(ctx context.Context, q querier) (time.Time, error) {
 // next tick; jobs named in removed are marked removed (their history stays).
 // It returns the names it wrote. Each definition is written with the
 // feature level it needs (Needs); a current definition recorded with a
-// lower level gets its level raised.
+// lower level gets its level raised. A host-scoped job is written as
+// host's instance of it (Instances).
 func (s *Store) Publish(ctx context.Context, jobs []baton.Job, host string, removed []string) ([]string, error) {
 	return s.publish(ctx, jobs, host, removed, FeatureLevel)
 }
 
 // publish is Publish by a daemon of feature level own.
 func (s *Store) publish(ctx context.Context, jobs []baton.Job, host string, removed []string, own int) ([]string, error) {
+	jobs, err := Instances(jobs, host)
+	if err != nil {
+		return nil, err
+	}
 	var changed []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		changed = changed[:0]
 		now, err := s.now(ctx, tx)
 		if err != nil {
@@ -202,7 +207,7 @@ func (s *Store) publish(ctx context.Context, jobs []baton.Job, host string, remo
 				return baton.Wrap(baton.EINTERNAL, err, "encoding job %s", j.Name)
 			}
 			if _, err := tx.ExecContext(ctx, s.query("insert_job"), j.Name, version, string(def),
-				s.ts(c.Next(after)), j.Paused, host, need); err != nil {
+				s.ts(c.Next(after)), j.Paused, host, need, j.Host); err != nil {
 				return s.translate(err, "writing job "+j.Name)
 			}
 			changed = append(changed, j.Name)
@@ -229,7 +234,11 @@ func (s *Store) getJob(ctx context.Context, q querier, name string) (*baton.Defi
 	err := q.QueryRowContext(ctx, s.query("get_job"), name).
 		Scan(new(string), &dj.Version, &def, &next, &dj.Paused, &dj.PausedNote, &dj.DefinedBy, &at, &dj.FeatureLevel)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?)", name)}
+		msg := fmt.Sprintf("no job named %q in the store (is a daemon running with a job file that defines it?", name)
+		if !strings.Contains(name, "@") {
+			msg += " A job with scope: host or @reboot is stored once a host, as NAME@HOST: see baton jobs"
+		}
+		return nil, &baton.Error{Code: baton.ENOTFOUND, Field: "job", Message: msg + ")"}
 	}
 	if err != nil {
 		return nil, s.translate(err, "reading job "+name)
@@ -295,7 +304,8 @@ func (s *Store) LastTicks(ctx context.Context, dj *baton.DefinedJob) error {
 
 // JobSchedules lists every job as Jobs does, but each Job holds only what
 // judges its schedule: Name, Schedule, Timezone, DST and Jitter (enough
-// for Compile, and to tell when a job is overdue). It is for the readers
+// for Compile, and to tell when a job is overdue), and Host (which
+// daemons run it). It is for the readers
 // of every job (status, the dashboard's overview, /metrics), which Jobs'
 // whole definitions made slow at 10,000 jobs.
 func (s *Store) JobSchedules(ctx context.Context) ([]baton.DefinedJob, error) {
@@ -317,10 +327,10 @@ func (s *Store) EachJobSchedule(ctx context.Context, yield func(dj *baton.Define
 // scheduleColumns are list_job_schedules' first columns, and how a job
 // takes them.
 func scheduleColumns() ([]any, func(dj *baton.DefinedJob) error) {
-	var name, version, schedule string
+	var name, version, schedule, host string
 	var tz, gap, repeat, jitter sql.NullString
-	return []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter}, func(dj *baton.DefinedJob) error {
-		dj.Job.Name, dj.Version, dj.Job.Schedule = name, version, schedule
+	return []any{&name, &version, &schedule, &tz, &gap, &repeat, &jitter, &host}, func(dj *baton.DefinedJob) error {
+		dj.Job.Name, dj.Version, dj.Job.Schedule, dj.Job.Host = name, version, schedule, host
 		dj.Job.Timezone, dj.Job.DST.Gap, dj.Job.DST.Repeat = tz.String, gap.String, repeat.String
 		if jitter.Valid {
 			d, err := time.ParseDuration(jitter.String)
@@ -421,6 +431,8 @@ type Version struct {
 	DefinedAt time.Time
 	// FeatureLevel is the level a daemon needs to run the job (Needs).
 	FeatureLevel int
+	// Host is the host of a host-scoped job's instance; "" for a fleet job.
+	Host string
 }
 
 // Versions returns every job's version, by name.
@@ -435,7 +447,7 @@ func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
 		var name string
 		var v Version
 		var at dbTime
-		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel); err != nil {
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel, &v.Host); err != nil {
 			return nil, s.translate(err, "listing job versions")
 		}
 		v.DefinedAt = at.Time
@@ -492,7 +504,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, "", FeatureLevel, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -502,17 +514,18 @@ type skipKey struct {
 	reason SkipReason
 }
 
-// claimDue is ClaimDue by a daemon of feature level own that also counts
+// claimDue is ClaimDue by a daemon of feature level own on host (which
+// also claims that host's instances of host-scoped jobs) that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer), and
 // says how many due jobs it took (taken), whether their ticks run or not.
-func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
+func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out, missed, taken = out[:0], map[skipKey]int{}, 0
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)))
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), host)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -558,7 +571,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL t
 			if err != nil { // stored definitions were valid when written
 				return baton.Wrap(baton.EINTERNAL, err, "stored job %s", d.job.Name)
 			}
-			planned, next := plan(d.job, c, d.next, now, maxTicksPerClaim, up, d.level)
+			planned, next := plan(d.job, c, d.next, now, maxTicksPerClaim, up.on(d.job.Host), d.level)
 			last := -1
 			for i, p := range planned {
 				if p.Run {
@@ -688,13 +701,14 @@ func (s *Store) uptime(ctx context.Context, tx *sql.Tx, daemon string, own int, 
 		var id string
 		var from, to dbTime
 		var level int
-		if err := rows.Scan(&id, &from, &to, &level); err != nil {
+		var host string
+		if err := rows.Scan(&id, &from, &to, &level, &host); err != nil {
 			return nil, s.translate(err, "reading when daemons ran")
 		}
 		if id == daemon {
 			to.Time, level = now, own
 		}
-		up = append(up, Span{From: from.Time, To: to.Time, Level: level})
+		up = append(up, Span{From: from.Time, To: to.Time, Level: level, Host: host})
 	}
 	return up, s.translate(rows.Err(), "reading when daemons ran")
 }
@@ -716,19 +730,20 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 // It claims the ticks of jobs of FeatureLevel or below; a Daemon claims
 // those of its own level.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, "", FeatureLevel, claimTTL, limit)
 	return out, err
 }
 
-// claimOpen is ClaimOpen by a daemon of feature level own that also
-// counts, by job, the overtaken ticks it recorded (for the daemon's
+// claimOpen is ClaimOpen by a daemon of feature level own on host (which
+// also claims the ticks of that host's instances of host-scoped jobs) that
+// also counts, by job, the overtaken ticks it recorded (for the daemon's
 // Observer).
-func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, host)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}

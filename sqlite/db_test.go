@@ -66,7 +66,7 @@ func TestOpenMigratesOnce(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
 		}
-		if want := []string{"0001_fence", "0002_schedule", "0003_idempotency", "0004_outbox", "0005_fleet_versions", "0006_ticks_last_success", "0007_last_ticks", "0008_fence_mark_rises"}; !slices.Equal(got, want) {
+		if want := []string{"0001_fence", "0002_schedule", "0003_idempotency", "0004_outbox", "0005_fleet_versions", "0006_ticks_last_success", "0007_last_ticks", "0008_fence_mark_rises", "0009_job_host"}; !slices.Equal(got, want) {
 			t.Fatalf("open #%d: schema_migrations holds %q, want %q", i+1, got, want)
 		}
 		// Migrate again by hand: nothing left to apply.

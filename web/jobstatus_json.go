@@ -58,6 +58,12 @@ func (j *JobStatus) AppendIndentedJSON(b []byte, prefix string) ([]byte, error) 
 	if j.LevelNote != "" {
 		o.str("level_note", j.LevelNote)
 	}
+	if j.Host != "" {
+		o.str("host", j.Host)
+	}
+	if j.HostNote != "" {
+		o.str("host_note", j.HostNote)
+	}
 	o.b = append(o.b, '\n')
 	o.b = append(o.b, prefix...)
 	return append(o.b, '}'), o.err

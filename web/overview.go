@@ -77,6 +77,10 @@ type JobStatus struct {
 	// the job alone.
 	FeatureLevel int    `json:"feature_level"`
 	LevelNote    string `json:"level_note,omitempty"`
+	// Host is the host whose daemons run this instance of a host-scoped
+	// job ("" for a fleet job); HostNote says when none of them runs.
+	Host     string `json:"host,omitempty"`
+	HostNote string `json:"host_note,omitempty"`
 	// Timeline is the last 24 h of ticks, for the dashboard.
 	Timeline *Timeline `json:"-"`
 }
@@ -155,7 +159,7 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		statuses = append(statuses, JobStatus{
 			Name: dj.Job.Name, Schedule: dj.Job.Schedule, Timezone: dj.Job.Timezone, Version: dj.Version,
 			NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
-			Paused: dj.Paused, PausedNote: dj.PausedNote, FeatureLevel: dj.FeatureLevel,
+			Paused: dj.Paused, PausedNote: dj.PausedNote, FeatureLevel: dj.FeatureLevel, Host: dj.Job.Host,
 		})
 		dst = append(dst, dj.Job.DST)
 		aside = append(aside, judged{dj.DefinedAt, dj.Job.Jitter})
@@ -180,7 +184,7 @@ func loadOverview(ctx context.Context, sched *scheduler.Store, leaser baton.Leas
 		for i := lo; i < hi; i++ {
 			js := &o.Jobs[i]
 			dj := baton.DefinedJob{
-				Job:     baton.Job{Name: js.Name, Schedule: js.Schedule, Timezone: js.Timezone, DST: dst[i], Jitter: aside[i].jitter},
+				Job:     baton.Job{Name: js.Name, Schedule: js.Schedule, Timezone: js.Timezone, DST: dst[i], Jitter: aside[i].jitter, Host: js.Host},
 				Version: js.Version, NextTick: js.NextTick, LastOutcome: js.LastOutcome, LastTick: js.LastTick, LastSuccess: js.LastSuccess,
 				Paused: js.Paused, PausedNote: js.PausedNote, FeatureLevel: js.FeatureLevel, DefinedAt: aside[i].definedAt,
 			}
@@ -360,6 +364,7 @@ func jobStatus(dj baton.DefinedJob, daemons []scheduler.DaemonInfo, drift []stri
 		NextTick: dj.NextTick, LastOutcome: dj.LastOutcome, LastTick: dj.LastTick, LastSuccess: dj.LastSuccess,
 		Paused: dj.Paused, PausedNote: dj.PausedNote,
 		FeatureLevel: dj.FeatureLevel, LevelNote: scheduler.LevelNote(dj.FeatureLevel, daemons),
+		Host: dj.Job.Host, HostNote: hostNote(dj.Job.Host, daemons),
 	}
 	if dj.Paused {
 		js.NextTick = time.Time{} // it will not run until resumed
@@ -399,4 +404,19 @@ func expected(dj baton.DefinedJob, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return t2.Sub(t1), !dj.Paused && now.After(t2.Add(dj.Job.Jitter.D()))
+}
+
+// hostNote says that no running daemon runs host's instance of a
+// host-scoped job (its ticks wait for one); "" when one does, or for a
+// fleet job.
+func hostNote(host string, daemons []scheduler.DaemonInfo) string {
+	if host == "" {
+		return ""
+	}
+	for _, d := range daemons {
+		if d.Host == host {
+			return ""
+		}
+	}
+	return fmt.Sprintf("runs on the daemons of host %s only (scope: host), and none is running: its ticks wait for one", host)
 }

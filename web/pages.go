@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/batonhq/baton"
+	"github.com/batonhq/baton/cron"
 	"github.com/batonhq/baton/outbox"
 )
 
@@ -302,6 +303,12 @@ var funcs = template.FuncMap{
 			return "never"
 		}
 		return human(now.Sub(t)) + " ago"
+	},
+	// reboot says a schedule is @reboot: its next tick is the next start
+	// of a daemon, which no clock says.
+	"reboot": func(schedule string) bool {
+		s, err := cron.Parse(schedule)
+		return err == nil && s.Reboot()
 	},
 	"until": func(t, now time.Time) string {
 		if t.IsZero() {

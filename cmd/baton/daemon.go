@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -35,6 +36,13 @@ version, this host and the time); all daemons then schedule from the store.
 A daemon whose file differs from the store logs the drift and runs the
 store's version; 'baton jobs' shows drift too. A file without jobs (empty,
 or its jobs commented out) is refused: write 'jobs: []' to mean none.
+
+Per-host jobs: a job with scope: host runs once per tick on every host that
+runs a daemon. The daemon publishes its host's instance of it, JOB@HOST,
+which only daemons with that host identity run (its own lease, tokens and
+history: 'baton runs JOB@HOST'). The identity is --host, else BATON_HOST,
+else the host name. A @reboot job is host-scoped and runs once each time a
+daemon starts; a reload (HUP) never runs it.
 
 Mixed versions: the daemon records its version ('baton version') and its
 feature level, the job semantics it implements, in the store. Each job
@@ -111,6 +119,7 @@ type DaemonCommand struct {
 	claimTTL      time.Duration
 	logFormat     string
 	logLevel      string
+	host          string
 	http          httpFlags
 	relay         relayFlags
 }
@@ -127,6 +136,7 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	durationFlag(fs, &c.claimTTL, "claim-ttl", 30*time.Second, "a claimed tick whose daemon has not renewed its claim for this long is taken over by another daemon")
 	fs.StringVar(&c.logFormat, "log-format", "auto", logFormatUsage)
 	fs.StringVar(&c.logLevel, "log-level", "info", logLevelUsage)
+	fs.StringVar(&c.host, "host", "", "this daemon's host `NAME`: what the store records, and whose instance JOB@NAME of each scope: host job it runs; default $BATON_HOST, else the host name")
 	c.http.register(fs)
 	c.relay.register(fs, "relay-")
 	pos, err := parseFlags(fs, args)
@@ -185,6 +195,13 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 			return baton.Wrap(baton.EINVALID, err, "job %s", j.Name)
 		}
 	}
+	host, err := c.hostIdentity()
+	if err != nil {
+		return err
+	}
+	if _, err := scheduler.Instances(file.Jobs, host); err != nil {
+		return err
+	}
 	// The job file's notify sink: a relay of its own for the run
 	// notifications (topic baton.notify), beside --relay-sink's.
 	notifySink, notifyLink := file.Notify.Sink, file.Notify.Link
@@ -214,7 +231,6 @@ func (c *DaemonCommand) Run(ctx context.Context, args []string) error {
 	}
 	defer st.close()
 
-	host, _ := os.Hostname()
 	exe, err := os.Executable()
 	if err != nil {
 		return baton.Wrap(baton.EINTERNAL, err, "finding baton's own executable")
@@ -329,6 +345,24 @@ func loadJobFile(path string) (*jobfile.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// hostIdentity is the daemon's host: --host, BATON_HOST, or the host name.
+// Two daemons with one identity share its scope: host instances; tests
+// give two daemons on one machine two identities.
+func (c *DaemonCommand) hostIdentity() (string, error) {
+	if h := cmp.Or(c.host, c.env.Getenv("BATON_HOST")); h != "" {
+		var be *baton.Error
+		if err := baton.ValidateHost(h); errors.As(err, &be) {
+			return "", baton.Invalid("--host", "%s", be.Message)
+		}
+		return h, nil
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "", baton.Invalid("--host", "cannot read this host's name (%v); give --host NAME", err)
+	}
+	return h, nil
 }
 
 // relayTopics are r's topics (none for a nil relay).

@@ -144,6 +144,9 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 			sched += " (" + r.Job.Timezone + ")"
 		}
 		next := "-"
+		if !r.Paused && isReboot(r.Job.Schedule) {
+			next = atDaemonStart
+		}
 		if !r.NextTick.IsZero() {
 			next = r.NextTick.Format(time.RFC3339)
 		}

@@ -23,11 +23,13 @@ in UTC. Quote the schedule: baton next '30 2 * * *' --tz Europe/Berlin
 
 SCHEDULE is 5 fields (minute hour day-of-month month day-of-week), 6 with a
 leading second, a macro (@yearly @annually @monthly @weekly @daily @midnight
-@hourly), or @every DURATION (at least 1s; fires at whole multiples of it
-since the Unix epoch, so DST never affects it). Fields take lists (1,15),
-ranges (1-5), steps (*/15, 0-30/10), names (JAN-DEC, SUN-SAT) and 7 for
-Sunday. When both day fields are restricted a day matches on either, as in
-Vixie cron: '0 0 13 * FRI' fires on every 13th and every Friday.
+@hourly), @every DURATION (at least 1s; fires at whole multiples of it
+since the Unix epoch, so DST never affects it), or @reboot (no instants: it
+fires each time a daemon starts, on each host; --json prints []). Fields
+take lists (1,15), ranges (1-5), steps (*/15, 0-30/10), names (JAN-DEC,
+SUN-SAT) and 7 for Sunday. When both day fields are restricted a day
+matches on either, as in Vixie cron: '0 0 13 * FRI' fires on every 13th and
+every Friday.
 
 DST: clocks that spring forward skip wall times, and clocks that fall back
 repeat them. The policies say what a fixed-time schedule does then:
@@ -68,6 +70,16 @@ Examples:
   baton next '*/20 * * * *' --tz Europe/Berlin --from 2026-10-25T00:30:00Z -n 4
 `
 
+// atDaemonStart is a @reboot job's next tick, as the listings show it: no
+// clock says when a daemon starts.
+const atDaemonStart = "at daemon start"
+
+// isReboot says whether schedule is @reboot.
+func isReboot(schedule string) bool {
+	s, err := cron.Parse(schedule)
+	return err == nil && s.Reboot()
+}
+
 // NextCommand is `baton next`.
 type NextCommand struct {
 	env *Env
@@ -101,6 +113,14 @@ func (c *NextCommand) Run(ctx context.Context, args []string) error {
 	sched, err := cron.Parse(pos[0])
 	if err != nil {
 		return err
+	}
+	if sched.Reboot() {
+		// No clock says when a daemon starts: there are no instants to list.
+		if *asJSON {
+			return printJSON(c.env.Stdout, []nextFire{})
+		}
+		fmt.Fprintln(c.env.Stdout, atDaemonStart+": once each time a daemon starts, on each host (never on a reload)")
+		return nil
 	}
 	if *tz == "" {
 		return baton.Invalid("--tz", "empty; want an IANA zone such as Europe/Berlin, UTC, or Local")

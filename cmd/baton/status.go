@@ -38,13 +38,15 @@ daemon; status says which, under the job table (see docs/UPGRADE.md).
 --json prints {"now", "store", "schema_version", "summary", "jobs",
 "daemons", "leases", "outbox"}; each job has next_tick, last_outcome,
 last_success, last_success_age, expected_interval, overdue, paused, drift,
-feature_level and level_note; each daemon version and feature_level (not
-its file's versions, compared in the store: each job's drift says where
-they differ, and 'baton jobs --json' lists them); the leases held or
-expired (free ones are history: 'baton leases --json' lists every one);
-each relay of the outbox version.
+feature_level and level_note, and an instance of a scope: host job its host
+and host_note (none of that host's daemons is running); each daemon version
+and feature_level (not its file's versions, compared in the store: each
+job's drift says where they differ, and 'baton jobs --json' lists them);
+the leases held or expired (free ones are history: 'baton leases --json'
+lists every one); each relay of the outbox version.
 
-A paused job shows no next tick ("-"; none in --json): none is run.
+A paused job shows no next tick ("-"; none in --json): none is run. A
+@reboot job's next tick is "at daemon start" (none in --json).
 
 --check makes the exit status say whether all is well, for monitors (as
 doctor pg): 0 ok; 1 a job failing (its last ended tick neither succeeded
@@ -157,6 +159,9 @@ func printStatus(env *Env, o *web.Overview) error {
 				sched += " (" + j.Timezone + ")"
 			}
 			next := "-"
+			if !j.Paused && isReboot(j.Schedule) {
+				next = atDaemonStart
+			}
 			if !j.NextTick.IsZero() {
 				next = j.NextTick.UTC().Format(time.RFC3339)
 			}
@@ -183,6 +188,9 @@ func printStatus(env *Env, o *web.Overview) error {
 		for _, j := range o.Jobs {
 			if j.LevelNote != "" {
 				fmt.Fprintf(w, "%s: %s\n", j.Name, j.LevelNote)
+			}
+			if j.HostNote != "" {
+				fmt.Fprintf(w, "%s: %s\n", j.Name, j.HostNote)
 			}
 		}
 	}

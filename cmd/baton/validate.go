@@ -130,6 +130,9 @@ func (c *ValidateCommand) Run(ctx context.Context, args []string) error {
 	fmt.Fprintln(tw, "JOB\tVERSION\tSCHEDULE\tTIMEZONE\tNEXT TICK")
 	for _, v := range out {
 		next := "never"
+		if isReboot(v.Schedule) {
+			next = atDaemonStart
+		}
 		if !v.NextTick.IsZero() {
 			loc, _ := zone.Load(v.Timezone)
 			next = v.NextTick.In(loc).Format(time.RFC3339)

@@ -9,12 +9,16 @@
 -- only once it is due since $6 (that daemon is busy, slow or gone). $4 ≤ 1:
 -- every due job. @job_slot@ is a number from the job's name (or row) and its
 -- due second (scheduler.NewStore).
+--
+-- A host-scoped job's instance (host <> '') is claimed only by the daemons
+-- of its host ($7), and is not shared out: they are all its daemons.
 select name, version, definition, next_tick_at,
        case when min_level_version = version then min_level else 0 end
 from @schema@.jobs
 where next_tick_at <= $1 and not paused and removed_at is null
   and (min_level <= $3 or min_level_version <> version)
-  and ($4 <= 1 or next_tick_at <= $6 or (@job_slot@ % $4 + $4) % $4 = $5)
+  and (host = '' or host = $7)
+  and (host <> '' or $4 <= 1 or next_tick_at <= $6 or (@job_slot@ % $4 + $4) % $4 = $5)
 order by next_tick_at
 limit $2
 @skip_locked@

@@ -4,12 +4,13 @@
 -- differences are sent: status and the dashboard read them instead of
 -- every daemon's version of every job. A daemon whose versions contain
 -- every current (job, version) pair has none, and is not compared job by
--- job (most of a fleet, most of the time).
+-- job (most of a fleet, most of the time). Another host's instance of a
+-- host-scoped job is not a daemon's to have.
 with live as (
-  select id, versions from @schema@.daemons
-  where seen_at >= @before($1)@
-    and not versions @> (select coalesce(jsonb_object_agg(name, version), '{}')
-                         from @schema@.jobs where removed_at is null)
+  select d.id, d.host, d.versions from @schema@.daemons d
+  where d.seen_at >= @before($1)@
+    and not d.versions @> (select coalesce(jsonb_object_agg(name, version), '{}')
+                           from @schema@.jobs where removed_at is null and host in ('', d.host))
 ), has as (
   select live.id, e.key as job, e.value as version
   from live cross join lateral jsonb_each_text(live.versions) e
@@ -17,4 +18,4 @@ with live as (
 select j.name, live.id, has.version
 from live cross join @schema@.jobs j
 left join has on has.id = live.id and has.job = j.name
-where j.removed_at is null and has.version is distinct from j.version
+where j.removed_at is null and j.host in ('', live.host) and has.version is distinct from j.version

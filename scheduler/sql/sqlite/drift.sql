@@ -2,7 +2,7 @@
 -- differ from the store, as postgres/drift.sql reads it (json_each for
 -- jsonb_each_text).
 with live as materialized (
-  select id, versions from daemons where seen_at >= @before($1)@
+  select id, host, versions from daemons where seen_at >= @before($1)@
 ), has as materialized (
   select live.id, e.key as job, e.value as version
   from live, json_each(live.versions) e
@@ -10,4 +10,4 @@ with live as materialized (
 select j.name, live.id, has.version
 from live cross join jobs j
 left join has on has.id = live.id and has.job = j.name
-where j.removed_at is null and has.version is not j.version
+where j.removed_at is null and j.host in ('', live.host) and has.version is not j.version
