@@ -22,6 +22,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -42,13 +43,15 @@ const partitionUID = 64100
 // partitionScript is every job's command: $1 is how long it works. As
 // fleetJobScript, it holds its job's lock on descriptor 9 (inherited by
 // sleep) for the life of its tree. Each line is one small append: event,
-// job, tick key, token, seconds since boot, uid. A TERM (its guard stopping
+// job, tick key (a daemon's; baton run's has none, and gets job/run-TOKEN),
+// token, seconds since boot, uid. A TERM (its guard stopping
 // the tree) is recorded as "stop", while the lock is still held, by the
 // shell alone: a process started then (id, cut) may be killed with the
 // tree before it answers.
 const partitionScript = `exec 9>>"$P_DIR/$BATON_JOB.lock"
 u=$(id -u)
-line() { read -r up _ < /proc/uptime; echo "$1 $BATON_JOB $BATON_IDEMPOTENCY_KEY $BATON_FENCING_TOKEN $up $u" >> "$P_DIR/log"; }
+key=${BATON_IDEMPOTENCY_KEY:-$BATON_JOB/run-$BATON_FENCING_TOKEN}
+line() { read -r up _ < /proc/uptime; echo "$1 $BATON_JOB $key $BATON_FENCING_TOKEN $up $u" >> "$P_DIR/log"; }
 if flock -n 9; then line start; else line overlap; exit 0; fi
 trap 'line stop; exit 143' TERM
 sleep "$1" & wait $!
@@ -346,7 +349,7 @@ func (e *partitionEnv) cutAtRenewal(t *testing.T, dir netcut.Direction) time.Tim
 		time.Sleep(time.Until(next.Add(-150 * time.Millisecond)))
 		e.cut.Cut(dir)
 		at := time.Now()
-		t.Logf("cut the daemon's %s at %s, 150 ms before renew's renewal, %.2f s from mid's", dir, at.Format(time.StampMilli), math.Min(off, 2-off))
+		t.Logf("cut uid %d's %s at %s, 150 ms before renew's renewal, %.2f s from mid's", e.uid, dir, at.Format(time.StampMilli), math.Min(off, 2-off))
 		return at
 	}
 }
@@ -478,3 +481,128 @@ func partitionDaemon(t *testing.T, uid int, dir netcut.Direction) {
 		dir, f.runs, f.overlaps, f.early, f.regressions, f.twice, m)
 }
 
+
+// `baton run` cut off from PostgreSQL, one way or both, at three moments
+// at once: `renew` (TTL 3 s) is cut 150 ms before a renewal, `mid` (TTL
+// 3 s, started half a second later) half-way between two, and `start` is
+// run just after the cut. A run of each job that is not cut (the tests'
+// own user, --wait) goes on: it takes renew and mid over once the cut
+// runs' guards have stopped them and their terms expired, and runs start
+// at once. After the heal the cut `start` runs, after the other; the cut
+// renew and mid have exited 76 (lease lost), and no lease stays held.
+func TestPartitionRun(t *testing.T) {
+	t.Parallel()
+	for i, dir := range []netcut.Direction{netcut.Requests, netcut.Replies, netcut.Both} {
+		t.Run(dir.String(), func(t *testing.T) {
+			t.Parallel()
+			partitionRun(t, partitionUID+10+i, dir)
+		})
+	}
+}
+
+func partitionRun(t *testing.T, uid int, dir netcut.Direction) {
+	jobs := []string{"start", "renew", "mid"}
+	e := newPartitionEnv(t, uid, jobs...)
+	run := func(s store, job, work string, flags ...string) []string {
+		return append(append([]string{"run", "--ttl", "3s", "--kill-after", "300ms"}, flags...), job, "--", "sh", "-c", e.command(work))
+	}
+	cutSide := func(job string) func(*partRun) bool {
+		return func(r *partRun) bool { return !r.overlap && r.job == job && r.uid == uid }
+	}
+	renewA, renewOut := e.v.start(t, run(e.v, "renew", "120")...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the cut runs' output: renew: %s", renewOut)
+		}
+	})
+	e.waitRun(t, time.Minute, "of renew", cutSide("renew"))
+	time.Sleep(500 * time.Millisecond)
+	midA, midOut := e.v.start(t, run(e.v, "mid", "120")...)
+	e.waitRun(t, time.Minute, "of mid", cutSide("mid"))
+
+	cutAt := e.cutAtRenewal(t, dir)
+	cutUp := uptime(t) - time.Since(cutAt).Seconds()
+	startA, startOut := e.v.start(t, run(e.v, "start", "1", "--db-wait", "2m")...)
+	// The other side's runs: start at once; renew and mid once the cut
+	// runs' terms have expired.
+	others := map[string]*result{}
+	done := make(chan struct{})
+	for _, c := range []struct{ job, work string }{{"start", "2"}, {"renew", "0.5"}, {"mid", "0.5"}} {
+		r := &result{}
+		others[c.job] = r
+		go func() {
+			defer func() { done <- struct{}{} }()
+			*r = e.s.runQuiet(run(e.s, c.job, c.work, "--wait", "90s")...)
+		}()
+	}
+	time.Sleep(time.Until(cutAt.Add(time.Second)))
+	landed := e.renewedSince(t, "renew", cutAt)
+	if landed && dir&netcut.Requests != 0 {
+		t.Errorf("renew: a renewal sent after the cut (%s) arrived", dir)
+	}
+	t.Logf("renew: the renewal sent after the cut arrived: %v", landed)
+	for range others {
+		<-done
+	}
+	// Long enough for the cut runs to try, and fail, to release.
+	time.Sleep(time.Until(cutAt.Add(5 * time.Second)))
+	e.cut.Heal()
+	healedUp := uptime(t)
+	t.Logf("healed after %.1f s", time.Since(cutAt).Seconds())
+	for job, r := range others {
+		if r.code != 0 {
+			t.Errorf("%s: the run that was not cut exited %d: %s", job, r.code, r.stderr)
+		}
+	}
+	for _, a := range []struct {
+		job  string
+		cmd  *exec.Cmd
+		out  *output
+		want int
+	}{{"renew", renewA, renewOut, baton.ExitLeaseLost}, {"mid", midA, midOut, baton.ExitLeaseLost}, {"start", startA, startOut, 0}} {
+		if code := exitWithin(t, a.cmd, 2*time.Minute); code != a.want {
+			t.Errorf("%s: the cut run exited %d, want %d: %s", a.job, code, a.want, a.out)
+		}
+	}
+	runs := e.runs(t)
+	f := judgeRuns(t, runs)
+	for _, job := range []string{"renew", "mid"} {
+		for _, r := range runs {
+			if cutSide(job)(r) && (r.ended != "stop" || r.end < cutUp || r.end > healedUp) {
+				t.Errorf("%s: the cut run %s was not stopped while cut off", job, r)
+			}
+		}
+	}
+	if r := e.waitRun(t, time.Second, "of start after the heal", cutSide("start")); r.start < healedUp || r.ended != "end" {
+		t.Errorf("start: the cut run %s did not run to its end after the heal", r)
+	}
+	for _, l := range e.s.leases(t) {
+		if l.State == baton.LeaseHeld {
+			t.Errorf("lease of %s still held by pid %d after every run exited", l.Job, l.Holder.PID)
+		}
+	}
+	t.Logf("partition of baton run (%s): runs %d, overlaps %d, early takeovers %d, token regressions %d",
+		dir, f.runs, f.overlaps, f.early, f.regressions)
+}
+
+// runQuiet is run for a goroutine other than the test's: it reports a
+// failure to start as exit -1 instead of failing the test.
+func (s store) runQuiet(args ...string) result {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := s.command(ctx, args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		return result{code: -1, stderr: err.Error()}
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// exitWithin waits for cmd to exit, killing it after d.
+func exitWithin(t *testing.T, cmd *exec.Cmd, d time.Duration) int {
+	t.Helper()
+	timer := time.AfterFunc(d, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	return exitCode(t, cmd)
+}
