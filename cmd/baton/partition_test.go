@@ -481,7 +481,6 @@ func partitionDaemon(t *testing.T, uid int, dir netcut.Direction) {
 		dir, f.runs, f.overlaps, f.early, f.regressions, f.twice, m)
 }
 
-
 // `baton run` cut off from PostgreSQL, one way or both, at three moments
 // at once: `renew` (TTL 3 s) is cut 150 ms before a renewal, `mid` (TTL
 // 3 s, started half a second later) half-way between two, and `start` is
