@@ -123,8 +123,8 @@ type fleetFigures struct {
 	// was cut off (or frozen) past its claim's TTL after the run ended:
 	// the tick was taken over as lost-lease and retried (the job has
 	// retries), as docs/FAILOVER.md says of a lost outcome.
-	rerun int
-	takeovers, overtaken, notRetried, behind           int // from baton's record: the scenario was exercised
+	rerun                                    int
+	takeovers, overtaken, notRetried, behind int // from baton's record: the scenario was exercised
 }
 
 func TestFleetChaos(t *testing.T) {
