@@ -202,9 +202,14 @@ func (e *partitionEnv) waitRun(t *testing.T, within time.Duration, what string, 
 	}
 }
 
-// leaseUntil is each lease's expiry by the store's clock, read through
-// the tests' own connection.
-func (e *partitionEnv) leaseUntil(t *testing.T) map[string]time.Time {
+// leaseRow is a lease's term and expiry by the store's clock.
+type leaseRow struct {
+	token int64
+	until time.Time
+}
+
+// leaseRows are the leases' rows, read through the tests' own connection.
+func (e *partitionEnv) leaseRows(t *testing.T) map[string]leaseRow {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -213,18 +218,18 @@ func (e *partitionEnv) leaseUntil(t *testing.T) map[string]time.Time {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, "select job_key, lease_until from baton.job_leases")
+	rows, err := conn.Query(ctx, "select job_key, fencing_token, lease_until from baton.job_leases")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]time.Time{}
+	out := map[string]leaseRow{}
 	for rows.Next() {
 		var job string
-		var until time.Time
-		if err := rows.Scan(&job, &until); err != nil {
+		var l leaseRow
+		if err := rows.Scan(&job, &l.token, &l.until); err != nil {
 			t.Fatal(err)
 		}
-		out[job] = until
+		out[job] = l
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -320,57 +325,64 @@ func judgeRecord(t *testing.T, s store, runs []*partRun, jobs []string, settled 
 	return mismatches
 }
 
-// cutAtRenewal cuts the daemon off 150 ms before the next renewal of
-// renew's lease (TTL 3 s, renewed every second), at one that falls at least
-// 400 ms from a renewal of mid's (TTL 6 s, every 2 s), and returns when.
-// A renewal is seen as a later expiry of the lease's row, which is the
-// renewal's own instant by the store's clock plus the TTL (the store runs
-// on this host's clock).
-func (e *partitionEnv) cutAtRenewal(t *testing.T, dir netcut.Direction) time.Time {
+// cutAtRenewal cuts the user off 150 ms before the next renewal of renew's
+// lease (TTL 3 s, renewed every second), at one that falls at least 400 ms
+// from a renewal of mid's (TTL midTTL, renewed every third of it) if one
+// of the next few does, and returns when, and renew's term then. A
+// renewal is seen as a later expiry of the lease's row, which is the
+// renewal's own instant by the store's clock (this host's) plus the TTL.
+func (e *partitionEnv) cutAtRenewal(t *testing.T, dir netcut.Direction, midTTL time.Duration) (time.Time, int64) {
 	t.Helper()
-	first := e.leaseUntil(t)
-	var last map[string]time.Time
+	first := e.leaseRows(t)
+	var last map[string]leaseRow
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if last = e.leaseUntil(t); last["renew"].After(first["renew"]) {
+		if last = e.leaseRows(t); last["renew"].until.After(first["renew"].until) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("renew's lease was not renewed within a minute")
 		}
 	}
-	renew, mid := last["renew"].Add(-3*time.Second), last["mid"].Add(-6*time.Second)
-	for k := 1; ; k++ {
-		next := renew.Add(time.Duration(k) * time.Second)
-		// mid's renewals: mid + 2j s; the distance to the nearest.
-		off := math.Mod(next.Sub(mid).Seconds(), 2)
-		if time.Until(next) < 300*time.Millisecond || math.Min(off, 2-off) < 0.4 {
+	renew, mid := last["renew"].until.Add(-3*time.Second), last["mid"].until.Add(-midTTL)
+	period := (midTTL / 3).Seconds()
+	var next time.Time
+	var off float64
+	for k := 1; k < 8; k++ {
+		at := renew.Add(time.Duration(k) * time.Second)
+		// mid's renewals: mid + j periods; the distance to the nearest.
+		o := math.Mod(math.Abs(at.Sub(mid).Seconds()), period)
+		o = math.Min(o, period-o)
+		if time.Until(at) < 300*time.Millisecond {
 			continue
 		}
-		time.Sleep(time.Until(next.Add(-150 * time.Millisecond)))
-		e.cut.Cut(dir)
-		at := time.Now()
-		t.Logf("cut uid %d's %s at %s, 150 ms before renew's renewal, %.2f s from mid's", e.uid, dir, at.Format(time.StampMilli), math.Min(off, 2-off))
-		return at
+		if next.IsZero() || o >= 0.4 && off < 0.4 {
+			next, off = at, o
+		}
 	}
+	time.Sleep(time.Until(next.Add(-150 * time.Millisecond)))
+	e.cut.Cut(dir)
+	at := time.Now()
+	t.Logf("cut uid %d's %s at %s, 150 ms before renew's renewal, %.2f s from mid's", e.uid, dir, at.Format(time.StampMilli), off)
+	return at, last["renew"].token
 }
 
-// renewedSince says renew's lease was renewed after at, a cut made 150 ms
-// before a renewal and less than 2 s ago: its expiry is then about at +
-// 3.15 s, and without it at + 2.15 s (the renewal a second before). No
-// other term can hold it yet: the cut daemon's expires after at + 2 s.
-func (e *partitionEnv) renewedSince(t *testing.T, job string, at time.Time) bool {
+// renewedSince says that renew's term token was renewed by a statement
+// that arrived after at: its expiry less its TTL (3 s), the renewal's own
+// instant by the store's clock, is later.
+func (e *partitionEnv) renewedSince(t *testing.T, token int64, at time.Time) bool {
 	t.Helper()
-	return e.leaseUntil(t)[job].After(at.Add(2500 * time.Millisecond))
+	l := e.leaseRows(t)["renew"]
+	return l.token == token && l.until.Add(-3*time.Second).After(at)
 }
 
 // A daemon cut off from PostgreSQL, one way or both, while it runs three
 // jobs, each at another moment: `start` (every second, 0.3 s of work) has
-// a tick due 150 ms after the cut, so its claim, lease and start fall in
-// the partition; `renew` (TTL 3 s, renewed every second since its start
-// just after a second) renews 150 ms after the cut; `mid` (TTL 6 s,
-// renewed every 2 s) is half-way between two renewals. A second daemon,
-// not cut, joins at the cut and takes the work over; after the heal it is
-// drained, and the cut daemon must work again.
+// its next ticks' claims, leases and starts in the partition; `renew`
+// (TTL 3 s, renewed every second) renews 150 ms after the cut; `mid` (TTL
+// 6 s, renewed every 2 s) is between two renewals, 400 ms or more from
+// either. A second daemon, not cut, joins a second after the cut and
+// takes the work over; after the heal it is drained, and the cut daemon
+// must work again.
 func TestPartitionDaemon(t *testing.T) {
 	t.Parallel()
 	for i, dir := range []netcut.Direction{netcut.Requests, netcut.Replies, netcut.Both} {
@@ -411,14 +423,14 @@ func partitionDaemon(t *testing.T, uid int, dir netcut.Direction) {
 	e.waitRun(t, time.Minute, "of start ended on the daemon to be cut", func(r *partRun) bool {
 		return cutSide(r) && r.job == "start" && r.ended == "end" && r.token > held["start"].token
 	})
-	cutAt := e.cutAtRenewal(t, dir)
+	cutAt, term := e.cutAtRenewal(t, dir, 6*time.Second)
 	cutUp := uptime(t) - time.Since(cutAt).Seconds()
 	time.Sleep(time.Until(cutAt.Add(time.Second)))
 	// Nothing the cut daemon sends arrives while its requests are cut. With
 	// only its replies cut, what it sends on a connection in use arrives
 	// and commits; a renewal usually does not, because the pool first
 	// pings a connection idle for a second, and the ping's answer is lost.
-	landed := e.renewedSince(t, "renew", cutAt)
+	landed := e.renewedSince(t, term, cutAt)
 	if landed && dir&netcut.Requests != 0 {
 		t.Errorf("renew: a renewal sent after the cut (%s) arrived", dir)
 	}
@@ -483,8 +495,8 @@ func partitionDaemon(t *testing.T, uid int, dir netcut.Direction) {
 
 // `baton run` cut off from PostgreSQL, one way or both, at three moments
 // at once: `renew` (TTL 3 s) is cut 150 ms before a renewal, `mid` (TTL
-// 3 s, started half a second later) half-way between two, and `start` is
-// run just after the cut. A run of each job that is not cut (the tests'
+// 3 s, started half a second later) between two, and `start` is run just
+// after the cut. A run of each job that is not cut (the tests'
 // own user, --wait) goes on: it takes renew and mid over once the cut
 // runs' guards have stopped them and their terms expired, and runs start
 // at once. After the heal the cut `start` runs, after the other; the cut
@@ -519,7 +531,7 @@ func partitionRun(t *testing.T, uid int, dir netcut.Direction) {
 	midA, midOut := e.v.start(t, run(e.v, "mid", "120")...)
 	e.waitRun(t, time.Minute, "of mid", cutSide("mid"))
 
-	cutAt := e.cutAtRenewal(t, dir)
+	cutAt, term := e.cutAtRenewal(t, dir, 3*time.Second)
 	cutUp := uptime(t) - time.Since(cutAt).Seconds()
 	startA, startOut := e.v.start(t, run(e.v, "start", "1", "--db-wait", "2m")...)
 	// The other side's runs: start at once; renew and mid once the cut
@@ -535,7 +547,7 @@ func partitionRun(t *testing.T, uid int, dir netcut.Direction) {
 		}()
 	}
 	time.Sleep(time.Until(cutAt.Add(time.Second)))
-	landed := e.renewedSince(t, "renew", cutAt)
+	landed := e.renewedSince(t, term, cutAt)
 	if landed && dir&netcut.Requests != 0 {
 		t.Errorf("renew: a renewal sent after the cut (%s) arrived", dir)
 	}
