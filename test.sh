@@ -72,7 +72,7 @@ if [ "$(id -u)" = 0 ]; then
     useradd --system --home-dir /var/lib/postgresql --shell /bin/sh postgres
   fi
 else
-  echo "note: the tests that run baton as two users (host scope, the first run of an ordinary user) need root and fail without it" >&2
+  echo "note: the tests that run baton as two users (host scope, the first run of an ordinary user) and the partition tests (iptables) need root and fail without it" >&2
 fi
 
 if [ $# -eq 0 ]; then
