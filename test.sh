@@ -48,6 +48,9 @@ command -v systemd-analyze >/dev/null || missing+=(systemd)
 # man find it among the package's pages (tools/release).
 command -v groff >/dev/null || missing+=(groff-base)
 command -v man >/dev/null || missing+=(man-db)
+# The partition tests (internal/netcut, cmd/baton/partition_test.go) cut a
+# user's traffic to PostgreSQL with iptables' owner match.
+command -v iptables >/dev/null || missing+=(iptables)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -69,7 +72,7 @@ if [ "$(id -u)" = 0 ]; then
     useradd --system --home-dir /var/lib/postgresql --shell /bin/sh postgres
   fi
 else
-  echo "note: the tests that run baton as two users (host scope, the first run of an ordinary user) need root and fail without it" >&2
+  echo "note: the tests that run baton as two users (host scope, the first run of an ordinary user) and the partition tests (iptables) need root and fail without it" >&2
 fi
 
 if [ $# -eq 0 ]; then

@@ -12,6 +12,18 @@
 # records its own start under a kernel flock -n; prints overlaps, token
 # regressions and out-of-order tick starts.
 #
+# The fleet chaos test has two more faults, FLEET_ROUNDS rounds each
+# (at least 3: one of each kind): TestFleetChaosPartition cuts one of the
+# three daemons off PostgreSQL for 5 s per round with iptables
+# (internal/netcut; the daemon runs as a user of its own): its requests,
+# its replies, then both; TestFleetChaosSlowStore delays every byte between
+# the fleet and PostgreSQL by 100 ms, 400 ms, then 1 s each way for 6 s per
+# round (internal/tcpproxy). Both print the same figures, and the ticks run
+# to their end twice. The partition tests (cmd/baton/partition_test.go,
+# TestPartition*) cut one daemon, or one baton run, each way as a job
+# starts, as it renews and between renewals, once each. The partitions
+# need root and iptables.
+#
 # And the fleet blip test (TestFleetBlip, issue 40): three daemons on a
 # primary and its streaming standby, BLIP_JOBS jobs every second (instead
 # of CI's 10) through a 1 s restart of the primary and a failover that
@@ -28,15 +40,15 @@
 # trials and overlaps per edge.
 #
 # Usage:  bench/chaos.sh          Env: TRIALS=1000 FLEET_ROUNDS=200 EDGE_TRIALS=200 BLIP_JOBS=100
-#                                      RUN='Chaos|FleetBlip' (a go test -run pattern: a part) PARALLEL=8
+#                                      RUN='Chaos|FleetBlip|Partition' (a go test -run pattern: a part) PARALLEL=8
 set -euo pipefail
 TRIALS=${TRIALS:-1000}
 FLEET_ROUNDS=${FLEET_ROUNDS:-200}
 EDGE_TRIALS=${EDGE_TRIALS:-200}
 BLIP_JOBS=${BLIP_JOBS:-100}
-RUN=${RUN:-Chaos|FleetBlip}
-export PATH="$PATH:/usr/local/go/bin"
+RUN=${RUN:-Chaos|FleetBlip|Partition}
+export PATH="$PATH:/usr/local/go/bin:/usr/sbin:/sbin"
 cd "$(dirname "$0")/.."
 BATON_CHAOS_TRIALS=$TRIALS BATON_FLEET_ROUNDS=$FLEET_ROUNDS BATON_EDGE_TRIALS=$EDGE_TRIALS BATON_BLIP_JOBS=$BLIP_JOBS go test -count=1 -timeout 300m -parallel "${PARALLEL:-8}" -run "$RUN" -v ./cmd/baton 2>&1 |
-  grep -E '^\s*(---|ok|FAIL)|(chaos(_http)?|fleetblip)_test.go:[0-9]+: [a-zA-Z]|edge .*trials'
+  grep -E '^\s*(---|ok|FAIL)|(chaos(_http)?|fleetblip|fleetfaults|partition)_test.go:[0-9]+: [a-zA-Z]|edge .*trials'
 # pipefail: go test's status is the script's

@@ -101,6 +101,10 @@ type store struct {
 	name string
 	env  []string // BATON_DB or BATON_LOCK_DIR
 	dsn  string   // PostgreSQL only
+	// cred, when set, is the user baton runs as, in dir (its home): the
+	// partition tests cut that user off the store.
+	cred *syscall.Credential
+	dir  string
 }
 
 func localStore(t *testing.T) store {
@@ -159,6 +163,11 @@ func (s store) command(ctx context.Context, args ...string) *exec.Cmd {
 	// The race detector sleeps a second at exit by default, which would
 	// blur when baton (and its guard) really ended.
 	cmd.Env = append(cmd.Env, "GORACE=atexit_sleep_ms=0")
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+		cmd.Dir = s.dir
+		cmd.Env = append(cmd.Env, "HOME="+s.dir)
+	}
 	// A command's stray child may keep baton's output pipe open; waiting for
 	// it would hide whether baton (and its command) really ended.
 	cmd.WaitDelay = 200 * time.Millisecond

@@ -10,6 +10,11 @@
 // Freeze is the other failure: a server that hangs (stopped, or a network
 // that drops every packet). Connections stay open and no byte passes either
 // way until Thaw; a client notices only through its own timeouts.
+//
+// Delay makes the server slow instead: every byte is held for the delay in
+// each direction, so each statement of a database client waits twice the
+// delay for its answer, as across a congested or distant network. It is
+// latency, not a narrower pipe: bytes sent together arrive together.
 package tcpproxy
 
 import (
@@ -33,6 +38,7 @@ type Proxy struct {
 	thawed *sync.Cond // broadcast on Thaw and Close
 	cut    bool
 	frozen bool
+	delay  time.Duration
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every forwarded connection
 
@@ -90,6 +96,20 @@ func (p *Proxy) Thaw() {
 	defer p.mu.Unlock()
 	p.frozen = false
 	p.thawed.Broadcast()
+}
+
+// Delay holds every byte forwarded from now on, on every connection,
+// forwarded or new, for d in each direction; 0 forwards at once again.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+func (p *Proxy) delayed() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Close stops listening, closes every forwarded connection and waits for the
@@ -159,18 +179,53 @@ func (p *Proxy) forward(client net.Conn) {
 	defer p.untrack(client, server)
 
 	done := make(chan struct{}, 2)
-	go func() { pipe(server, p.gate(client)); done <- struct{}{} }()
-	go func() { pipe(client, p.gate(server)); done <- struct{}{} }()
+	go func() { p.pipe(server, p.gate(client)); done <- struct{}{} }()
+	go func() { p.pipe(client, p.gate(server)); done <- struct{}{} }()
 	<-done
 	<-done
 }
 
-// pipe copies src to dst. When src ends cleanly it passes the half-close on,
-// so a client that shuts down its write side still reads the reply; on an
-// error both connections are closed, which also ends the copy the other way.
-func pipe(dst net.Conn, src gated) {
-	_, err := io.Copy(dst, src)
-	if err == nil {
+// pipe copies src to dst, each chunk once the proxy's delay has passed
+// since it was read. A reader goroutine goes on reading while the writer
+// waits, so that the delay is latency, not a limit on throughput. When src
+// ends cleanly it passes the half-close on, so a client that shuts down its
+// write side still reads the reply; on an error both connections are
+// closed, which also ends the copy the other way.
+func (p *Proxy) pipe(dst net.Conn, src gated) {
+	type chunk struct {
+		b    []byte
+		read time.Time
+	}
+	chunks := make(chan chunk, 64)
+	var readErr error
+	go func() {
+		defer close(chunks)
+		for {
+			b := make([]byte, 32<<10)
+			n, err := src.Read(b)
+			if n > 0 {
+				chunks <- chunk{b[:n], time.Now()}
+			}
+			if err != nil {
+				if err != io.EOF {
+					readErr = err
+				}
+				return
+			}
+		}
+	}()
+	var writeErr error
+	for c := range chunks {
+		if writeErr != nil {
+			continue // draining until the reader sees the close
+		}
+		time.Sleep(time.Until(c.read.Add(p.delayed())))
+		if _, writeErr = dst.Write(c.b); writeErr != nil {
+			dst.Close()
+			src.Close()
+		}
+	}
+	if readErr == nil && writeErr == nil {
 		if tc, ok := dst.(*net.TCPConn); ok {
 			if tc.CloseWrite() == nil {
 				return

@@ -3,6 +3,7 @@ package tcpproxy_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -208,4 +209,54 @@ func TestFreezeAndThaw(t *testing.T) {
 		t.Fatalf("after thaw: %q, %v; want the held bytes", got, err)
 	}
 	roundTrip(t, c, "after")
+}
+
+// Delay holds every byte for the delay in each direction, as a slow or
+// distant store would: a round trip takes twice the delay. It is latency,
+// not a narrower pipe: lines sent together come back together.
+func TestDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 300 * time.Millisecond
+	p := startProxy(t, echoServer(t))
+	c := dial(t, p.Addr())
+	r := bufio.NewReader(c)
+	roundTrip(t, c, "before")
+
+	p.Delay(delay)
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	start := time.Now()
+	// Ten lines, each written on its own, 20 ms apart.
+	for i := range 10 {
+		fmt.Fprintf(c, "line %d\n", i)
+		time.Sleep(20 * time.Millisecond)
+	}
+	for i := range 10 {
+		got, err := r.ReadString('\n')
+		if err != nil || got != fmt.Sprintf("line %d\n", i) {
+			t.Fatalf("delayed echo %d: %q, %v", i, got, err)
+		}
+		if i == 0 {
+			if took := time.Since(start); took < 2*delay {
+				t.Errorf("the first echo came back after %s, want at least %s (the delay each way)", took, 2*delay)
+			}
+		}
+	}
+	// Held one after another, ten lines would take ten round trips.
+	if took := time.Since(start); took > 10*delay {
+		t.Errorf("ten lines came back after %s: the delay held each line after the one before", took)
+	}
+
+	p.Delay(0)
+	start = time.Now()
+	roundTrip(t, c, "after")
+	if took := time.Since(start); took >= 2*delay {
+		t.Errorf("a round trip after Delay(0) took %s", took)
+	}
+	// New connections are delayed too.
+	p.Delay(delay)
+	start = time.Now()
+	roundTrip(t, dial(t, p.Addr()), "new")
+	if took := time.Since(start); took < 2*delay {
+		t.Errorf("a new connection's round trip took %s, want at least %s", took, 2*delay)
+	}
 }
