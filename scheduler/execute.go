@@ -445,6 +445,9 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 	if d.Action != nil {
 		return d.Action(j, t, term), false, nil
 	}
+	if j.Func != "" {
+		return d.runFunc(j, t, term, sent, attempt, a, obs, log)
+	}
 	env := append([]string{}, d.Env...)
 	for k, v := range j.Env {
 		env = append(env, k+"="+v)

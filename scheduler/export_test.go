@@ -18,12 +18,12 @@ func (s *Store) PublishAt(ctx context.Context, jobs []baton.Job, host string, re
 }
 
 func (s *Store) ClaimDueAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, level, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, level, commandsOnly, claimTTL, limit, share{})
 	return out, err
 }
 
 func (s *Store) ClaimOpenAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, level, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, level, commandsOnly, claimTTL, limit)
 	return out, err
 }
 

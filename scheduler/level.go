@@ -33,7 +33,12 @@ import (
 // whatever its outcome), which a level-2 daemon would never send. A shell
 // other than /bin/sh needs no level: the command it makes ([shell, "-c",
 // string]) is stored as it runs.
-const FeatureLevel = 3
+//
+// Level 4 adds scheduled Go functions (Job.Func): a level-3 daemon knows
+// nothing of them, and would claim such a job's ticks and fail to run a
+// command it has not got. From level 4 on, a daemon claims a function's
+// ticks only if it registered the function (Daemon.Func).
+const FeatureLevel = 4
 
 // feature is a part of job semantics and the level that brought it.
 type feature struct {
@@ -57,6 +62,7 @@ var features = []feature{
 		_, path := j.Env["PATH"]
 		return path && !j.Shell && len(j.Command) > 0 && !strings.Contains(j.Command[0], "/")
 	}},
+	{4, "func: a Go function, run only by the service replicas that register it", func(j baton.Job) bool { return j.Func != "" }},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

@@ -63,6 +63,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 		slot = "(rowid + next_tick_at / 1000000)"
 	}
 	q["claim_jobs"] = strings.ReplaceAll(q["claim_jobs"], "@job_slot@", slot)
+	funcMacros(q, dialect)
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
@@ -421,6 +422,8 @@ type Version struct {
 	DefinedAt time.Time
 	// FeatureLevel is the level a daemon needs to run the job (Needs).
 	FeatureLevel int
+	// Func is the service of a Go function (Job.Func); "" for a command.
+	Func string
 }
 
 // Versions returns every job's version, by name.
@@ -435,7 +438,7 @@ func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
 		var name string
 		var v Version
 		var at dbTime
-		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel); err != nil {
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel, &v.Func); err != nil {
 			return nil, s.translate(err, "listing job versions")
 		}
 		v.DefinedAt = at.Time
@@ -492,7 +495,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, FeatureLevel, commandsOnly, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -505,14 +508,14 @@ type skipKey struct {
 // claimDue is ClaimDue by a daemon of feature level own that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer), and
 // says how many due jobs it took (taken), whether their ticks run or not.
-func (s *Store) claimDue(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
+func (s *Store) claimDue(ctx context.Context, daemon string, own int, runs runnable, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out, missed, taken = out[:0], map[skipKey]int{}, 0
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)))
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), runs.commands, runs.funcNames())
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -716,19 +719,19 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 // It claims the ticks of jobs of FeatureLevel or below; a Daemon claims
 // those of its own level.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, FeatureLevel, commandsOnly, claimTTL, limit)
 	return out, err
 }
 
 // claimOpen is ClaimOpen by a daemon of feature level own that also
 // counts, by job, the overtaken ticks it recorded (for the daemon's
 // Observer).
-func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+func (s *Store) claimOpen(ctx context.Context, daemon string, own int, runs runnable, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, runs.commands, runs.funcNames())
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
@@ -776,7 +779,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL 
 	// Definitions are read after the claim commits: a claimed tick is this
 	// daemon's until its claim lapses, and a job that is gone is dealt with
 	// by the caller. A definition rewritten since the claim with a level
-	// above this daemon's gets its tick back.
+	// above this daemon's, or into one it cannot run, gets its tick back.
 	kept := out[:0]
 	for _, c := range out {
 		dj, err := s.Job(ctx, c.Tick.Job)
@@ -785,7 +788,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, own int, claimTTL 
 			c.Job = baton.Job{}
 		case err != nil:
 			return append(kept, c), overtaken, err
-		case dj.FeatureLevel > own:
+		case dj.FeatureLevel > own || !runs.runs(dj.Job):
 			if err := s.ReleaseClaim(ctx, c.Tick, daemon); err != nil {
 				return kept, overtaken, err
 			}

@@ -1,5 +1,6 @@
 -- Each job's version and the feature level it needs, for drift checks
--- (cheap: no history).
+-- (cheap: no history), and the service of a Go function.
 select name, version, defined_by, defined_at,
-       case when min_level_version = version then min_level else 0 end
+       case when min_level_version = version then min_level else 0 end,
+       coalesce(@job_func@, '')
 from @schema@.jobs where removed_at is null

@@ -4,9 +4,12 @@
 -- differences are sent: status and the dashboard read them instead of
 -- every daemon's version of every job. A daemon whose versions contain
 -- every current (job, version) pair has none, and is not compared job by
--- job (most of a fleet, most of the time).
+-- job (most of a fleet, most of the time). A Go function is drift only for
+-- the daemons that register it (their versions name it), and a command not
+-- for a service's daemons (config 'go:<service>'): neither is the other's
+-- to define.
 with live as (
-  select id, versions from @schema@.daemons
+  select id, versions, config from @schema@.daemons
   where seen_at >= @before($1)@
     and not versions @> (select coalesce(jsonb_object_agg(name, version), '{}')
                          from @schema@.jobs where removed_at is null)
@@ -18,3 +21,5 @@ select j.name, live.id, has.version
 from live cross join @schema@.jobs j
 left join has on has.id = live.id and has.job = j.name
 where j.removed_at is null and has.version is distinct from j.version
+  and (has.version is not null
+       or @job_func(j)@ is null and live.config not like 'go:%')
