@@ -255,7 +255,7 @@ func funcMacros(q map[string]string, dialect Dialect) {
 
 var (
 	jobFuncOf   = regexp.MustCompile(`@job_func\((\w+)\)@`)
-	jsonStrings = regexp.MustCompile(`@json_strings\((\$\d+)\)@`)
+	jsonStrings = regexp.MustCompile(`@json_strings\(([$?]\d+)\)@`) // sqldialect has made $n ?n for SQLite
 )
 
 // funcPanic is a function's panic, recovered.
@@ -457,4 +457,16 @@ func clip(s string) string {
 		return s[:maxFuncReason] + "…"
 	}
 	return s
+}
+
+// Owns says whether daemon d is one that defines job j, so that d lacking
+// j is drift: a job file's daemon owns the commands, a service's daemon
+// (Config "go:<service>") only the functions it registered, which its
+// versions name.
+func Owns(d DaemonInfo, j baton.Job) bool {
+	if j.Func == "" {
+		return !strings.HasPrefix(d.Config, FuncConfig)
+	}
+	_, ok := d.Versions[j.Name]
+	return ok
 }

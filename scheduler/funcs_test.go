@@ -79,55 +79,55 @@ func funcJob(name string) baton.Job {
 	return baton.Job{Name: name, Schedule: "* * * * * *", TTL: baton.Duration(3 * time.Second), KillAfter: baton.Duration(500 * time.Millisecond)}
 }
 
-// Three replicas of a service share one store and a function that runs
-// every second: each tick runs once across them, with a token that grows
+// Three replicas of a service share one store (either kind) and a
+// function that runs every second: each tick runs once across them, with a token that grows
 // from tick to tick, the tick's key in ctx, and the outcome succeeded.
 func TestFuncReplicasRunEachTickOnce(t *testing.T) {
-	t.Parallel()
-	e := pgEnv(t)
-	calls := &funcCalls{}
-	for i := range 3 {
-		startReplica(t, e, e.leaser(t), i, nil, nil, func(d *scheduler.Daemon, i int) {
-			if err := d.Func(funcJob("every"), func(ctx context.Context) error {
-				calls.add(ctx, i)
-				return nil
-			}); err != nil {
-				t.Fatal(err)
+	stores(t, func(t *testing.T, e env) {
+		calls := &funcCalls{}
+		for i := range 3 {
+			startReplica(t, e, e.leaser(t), i, nil, nil, func(d *scheduler.Daemon, i int) {
+				if err := d.Func(funcJob("every"), func(ctx context.Context) error {
+					calls.add(ctx, i)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		ticks := waitTicks(t, e, "every", 6, 30*time.Second)
+		byKey := calls.byKey()
+		var last int64
+		replicas := map[int]bool{}
+		for _, tr := range ticks {
+			if tr.State != baton.TickDone {
+				continue
 			}
-		})
-	}
-	ticks := waitTicks(t, e, "every", 6, 30*time.Second)
-	byKey := calls.byKey()
-	var last int64
-	replicas := map[int]bool{}
-	for _, tr := range ticks {
-		if tr.State != baton.TickDone {
-			continue
+			if tr.Outcome != baton.OutcomeSucceeded {
+				t.Errorf("tick %s: outcome %s (%s), want succeeded", baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
+				continue
+			}
+			got := byKey[tr.IdempotencyKey()]
+			if len(got) != 1 {
+				t.Errorf("tick %s ran %d times, want once", tr.IdempotencyKey(), len(got))
+				continue
+			}
+			if got[0].token != tr.Token || got[0].term == nil || got[0].term.Job != "every" {
+				t.Errorf("tick %s: the function's ctx had token %d (term %+v), the record %d", tr.IdempotencyKey(), got[0].token, got[0].term, tr.Token)
+			}
+			if tr.Token <= last {
+				t.Errorf("tick %s: token %d after %d, want it to grow", tr.IdempotencyKey(), tr.Token, last)
+			}
+			last = tr.Token
+			replicas[got[0].replica] = true
 		}
-		if tr.Outcome != baton.OutcomeSucceeded {
-			t.Errorf("tick %s: outcome %s (%s), want succeeded", baton.FormatTick(tr.At), tr.Outcome, tr.Reason)
-			continue
+		for key, got := range byKey {
+			if len(got) > 1 {
+				t.Errorf("tick %s ran %d times", key, len(got))
+			}
 		}
-		got := byKey[tr.IdempotencyKey()]
-		if len(got) != 1 {
-			t.Errorf("tick %s ran %d times, want once", tr.IdempotencyKey(), len(got))
-			continue
-		}
-		if got[0].token != tr.Token || got[0].term == nil || got[0].term.Job != "every" {
-			t.Errorf("tick %s: the function's ctx had token %d (term %+v), the record %d", tr.IdempotencyKey(), got[0].token, got[0].term, tr.Token)
-		}
-		if tr.Token <= last {
-			t.Errorf("tick %s: token %d after %d, want it to grow", tr.IdempotencyKey(), tr.Token, last)
-		}
-		last = tr.Token
-		replicas[got[0].replica] = true
-	}
-	for key, got := range byKey {
-		if len(got) > 1 {
-			t.Errorf("tick %s ran %d times", key, len(got))
-		}
-	}
-	t.Logf("%d ticks, run by %d replicas", len(ticks), len(replicas))
+		t.Logf("%d ticks, run by %d replicas", len(ticks), len(replicas))
+	})
 }
 
 // A function that returns an error is retried with backoff under the same
