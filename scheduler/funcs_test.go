@@ -318,3 +318,89 @@ func mustTicks(t *testing.T, e env, job string) []baton.TickRecord {
 	}
 	return done
 }
+
+// A function's job keeps a command's policies: its timeout is the ctx's
+// deadline (timed-out when the function honours it, lost-lease when it
+// does not return within kill_after), overlap replace cancels the running
+// function's ctx, and allow runs two at once.
+func TestFuncPolicies(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		tune  func(j *baton.Job)
+		fn    func(ctx context.Context) error
+		check func(t *testing.T, ticks []baton.TickRecord)
+	}{
+		{"timeout", func(j *baton.Job) { j.Timeout = baton.Duration(300 * time.Millisecond); j.Schedule = "*/2 * * * * *" },
+			func(ctx context.Context) error {
+				if _, ok := ctx.Deadline(); !ok {
+					return errors.New("no deadline")
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			func(t *testing.T, ticks []baton.TickRecord) {
+				if tr := ticks[0]; tr.Outcome != baton.OutcomeTimedOut {
+					t.Errorf("tick %s: %s (%s), want timed-out", tr.IdempotencyKey(), tr.Outcome, tr.Reason)
+				}
+			}},
+		{"timeout-ignored", func(j *baton.Job) { j.Timeout = baton.Duration(300 * time.Millisecond); j.Schedule = "*/2 * * * * *" },
+			func(ctx context.Context) error { time.Sleep(1500 * time.Millisecond); return nil },
+			func(t *testing.T, ticks []baton.TickRecord) {
+				if tr := ticks[0]; tr.Outcome != baton.OutcomeLostLease || !strings.Contains(tr.Reason, "timeout of 300ms") || !strings.Contains(tr.Reason, "outlived") {
+					t.Errorf("tick %s: %s (%s), want lost-lease, outlived after its timeout", tr.IdempotencyKey(), tr.Outcome, tr.Reason)
+				}
+			}},
+		{"replace", func(j *baton.Job) { j.Overlap.Policy = baton.OverlapReplace },
+			func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) },
+			func(t *testing.T, ticks []baton.TickRecord) {
+				if tr := ticks[0]; tr.Outcome != baton.OutcomeLostLease || !strings.Contains(tr.Reason, "replaced by tick") {
+					t.Errorf("tick %s: %s (%s), want lost-lease, replaced", tr.IdempotencyKey(), tr.Outcome, tr.Reason)
+				}
+			}},
+		{"allow", func(j *baton.Job) { j.Overlap = baton.Overlap{Policy: baton.OverlapAllow, Allow: 2} },
+			func(ctx context.Context) error { time.Sleep(1500 * time.Millisecond); return nil },
+			func(t *testing.T, ticks []baton.TickRecord) {
+				if o := outcomes(ticks); o[baton.OutcomeSucceeded] < 3 {
+					t.Errorf("outcomes %v, want runs two at once to succeed:%s", o, describe(ticks))
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := pgEnv(t)
+			j := funcJob(tc.name)
+			tc.tune(&j)
+			startReplica(t, e, e.leaser(t), 0, nil, nil, func(d *scheduler.Daemon, i int) {
+				if err := d.Func(j, tc.fn); err != nil {
+					t.Fatal(err)
+				}
+			})
+			tc.check(t, waitTicks(t, e, tc.name, 3, 30*time.Second))
+		})
+	}
+}
+
+// Func refuses a job it cannot run as defined, naming the field.
+func TestFuncRefusesBadJobs(t *testing.T) {
+	d := scheduler.New(nil, nil, "svc")
+	nop := func(context.Context) error { return nil }
+	for field, j := range map[string]baton.Job{
+		"command":        {Name: "a", Schedule: "@hourly", Command: []string{"true"}},
+		"schedule":       {Name: "a", Schedule: "every tuesday"},
+		"timezone":       {Name: "a", Schedule: "@hourly", Timezone: "Mars/Olympus"},
+		"overlap.policy": {Name: "a", Schedule: "@hourly", Overlap: baton.Overlap{Policy: "sometimes"}},
+		"overlap.allow":  {Name: "a", Schedule: "@hourly", Overlap: baton.Overlap{Policy: baton.OverlapAllow}},
+		"retries.count":  {Name: "a", Schedule: "@hourly", Retries: baton.Retries{Count: -1}},
+		"job":            {Name: "a/b", Schedule: "@hourly"},
+	} {
+		err := d.Func(j, nop)
+		var be *baton.Error
+		if !errors.As(err, &be) || be.Code != baton.EINVALID || be.Field != field {
+			t.Errorf("Func(%+v): %v, want an invalid %s", j, err, field)
+		}
+	}
+	if err := d.Func(baton.Job{Name: "ok", Schedule: "@hourly"}, nil); baton.ErrorCode(err) != baton.EINVALID {
+		t.Errorf("Func with a nil function: %v, want invalid", err)
+	}
+}
