@@ -63,7 +63,8 @@ type funcSet struct {
 	jobs    []baton.Job
 	fns     map[string]func(ctx context.Context) error
 	names   string // the functions' names as a JSON array, for the claim queries
-	loaded  bool
+	sealed  bool   // Publish began: no more Func
+	done    bool   // Publish succeeded
 }
 
 // New returns a daemon for the Go service named service: register its
@@ -89,8 +90,8 @@ func (d *Daemon) Func(j baton.Job, fn func(ctx context.Context) error) error {
 	if d.fx == nil {
 		return baton.Invalid("daemon", "Func needs a daemon made by scheduler.New (a job file's daemon runs commands)")
 	}
-	if d.fx.loaded {
-		return baton.Invalid("job", "%s: Func is called before Run", j.Name)
+	if d.fx.sealed {
+		return baton.Invalid("job", "%s: Func is called before Publish and Run", j.Name)
 	}
 	if fn == nil {
 		return baton.Invalid("fn", "job %s: the function is nil", j.Name)
@@ -171,21 +172,36 @@ func checkFuncJob(j baton.Job) error {
 	return errors.Join(bad...)
 }
 
-// loadFuncs publishes the registered functions' jobs once, when Run
-// starts, waiting for a store that is away (with backoff) until ctx ends.
+// Publish writes the registered functions' jobs to the store and
+// registers the daemon, waiting for a store that is away (with backoff)
+// until ctx ends; Func may not be called after it. Run calls it first when
+// it has not been called: call it yourself to fail fast at start-up.
+func (d *Daemon) Publish(ctx context.Context) error {
+	if d.fx == nil {
+		return baton.Invalid("daemon", "Publish needs a daemon made by scheduler.New (a job file's daemon loads its file with Load)")
+	}
+	return d.loadFuncs(ctx)
+}
+
+// loadFuncs publishes the registered functions' jobs once (Publish).
 func (d *Daemon) loadFuncs(ctx context.Context) error {
-	if d.fx == nil || d.fx.loaded {
+	if d.fx == nil || d.fx.done {
 		return nil
 	}
-	names := make([]string, 0, len(d.fx.jobs))
-	for _, j := range d.fx.jobs {
-		names = append(names, j.Name)
+	if !d.fx.sealed {
+		names := make([]string, 0, len(d.fx.jobs))
+		for _, j := range d.fx.jobs {
+			names = append(names, j.Name)
+		}
+		b, _ := json.Marshal(names)
+		d.fx.names, d.fx.sealed = string(b), true
 	}
-	b, _ := json.Marshal(names)
-	d.fx.names, d.fx.loaded = string(b), true
 	retry := backoff.Loop{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
 	for tries := 1; ; tries++ {
 		err := d.Load(ctx, d.fx.jobs)
+		if err == nil {
+			d.fx.done = true
+		}
 		if err == nil || baton.ErrorCode(err) == baton.EINVALID {
 			return err
 		}
@@ -203,6 +219,7 @@ func (d *Daemon) loadFuncs(ctx context.Context) error {
 type runnable struct {
 	commands bool
 	funcs    string
+	fns      map[string]func(ctx context.Context) error
 }
 
 // commandsOnly is what a job file's daemon runs.
@@ -215,16 +232,14 @@ func (r runnable) runs(j baton.Job) bool {
 	if j.Func == "" {
 		return r.commands
 	}
-	var names []string
-	json.Unmarshal([]byte(r.funcs), &names)
-	return slices.Contains(names, j.Name)
+	return r.fns[j.Name] != nil
 }
 
 func (d *Daemon) runnable() runnable {
 	if d.fx == nil {
 		return commandsOnly
 	}
-	return runnable{funcs: d.fx.names}
+	return runnable{funcs: d.fx.names, fns: d.fx.fns}
 }
 
 // ownsUnnamed says a job of the store that this daemon did not load (v) is
