@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,9 +61,8 @@ type funcSet struct {
 	service string
 	jobs    []baton.Job
 	fns     map[string]func(ctx context.Context) error
-	names   string // the functions' names as a JSON array, for the claim queries
-	sealed  bool   // Publish began: no more Func
-	done    bool   // Publish succeeded
+	sealed  bool // Publish began: no more Func
+	done    bool // Publish succeeded
 }
 
 // New returns a daemon for the Go service named service: register its
@@ -188,14 +186,7 @@ func (d *Daemon) loadFuncs(ctx context.Context) error {
 	if d.fx == nil || d.fx.done {
 		return nil
 	}
-	if !d.fx.sealed {
-		names := make([]string, 0, len(d.fx.jobs))
-		for _, j := range d.fx.jobs {
-			names = append(names, j.Name)
-		}
-		b, _ := json.Marshal(names)
-		d.fx.names, d.fx.sealed = string(b), true
-	}
+	d.fx.sealed = true
 	retry := backoff.Loop{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
 	for tries := 1; ; tries++ {
 		err := d.Load(ctx, d.fx.jobs)
@@ -215,17 +206,15 @@ func (d *Daemon) loadFuncs(ctx context.Context) error {
 }
 
 // runnable is which jobs a daemon runs: commands (a job file's daemon), or
-// the Go functions it registered, named as a JSON array.
+// the Go functions it registered (which its registered versions name, for
+// the claim queries).
 type runnable struct {
 	commands bool
-	funcs    string
 	fns      map[string]func(ctx context.Context) error
 }
 
 // commandsOnly is what a job file's daemon runs.
-var commandsOnly = runnable{commands: true, funcs: "[]"}
-
-func (r runnable) funcNames() string { return r.funcs }
+var commandsOnly = runnable{commands: true}
 
 // runs says a daemon that runs r runs j (as the claim queries decide).
 func (r runnable) runs(j baton.Job) bool {
@@ -239,7 +228,7 @@ func (d *Daemon) runnable() runnable {
 	if d.fx == nil {
 		return commandsOnly
 	}
-	return runnable{funcs: d.fx.names, fns: d.fx.fns}
+	return runnable{fns: d.fx.fns}
 }
 
 // ownsUnnamed says a job of the store that this daemon did not load (v) is
@@ -249,28 +238,33 @@ func (d *Daemon) ownsUnnamed(v Version) bool { return v.Func == "" && d.fx == ni
 // funcMacros fills in the macros of the queries that tell functions from
 // commands: @job_func@ (the service of a job's function, NULL for a
 // command), @job_func(alias)@ (the same of the jobs row alias), and
-// @json_strings($n)@ (the strings of a JSON array parameter, as a table
-// with one column, value).
-func funcMacros(q map[string]string, dialect Dialect) {
-	jf, js := "(%sdefinition->>'func')", "jsonb_array_elements_text(%s::jsonb)"
+// @registered(name, $n)@ (daemon $n registered the function name: its
+// registered versions name it). The daemon's row is read once a query, and
+// a name looked up in its versions: nothing as large as the list of the
+// functions travels with each claim.
+func funcMacros(q map[string]string, dialect Dialect, schema string) {
+	jf := "(%sdefinition->>'func')"
+	reg := "jsonb_exists((select versions from " + schema + ".daemons where id = %[2]s), %[1]s)"
 	if dialect == SQLite {
-		jf, js = "json_extract(%sdefinition, '$.func')", "json_each(%s)"
+		jf = "json_extract(%sdefinition, '$.func')"
+		reg = "exists (select 1 from daemons, json_each(daemons.versions) v where daemons.id = %[2]s and v.key = %[1]s)"
 	}
 	for name, text := range q {
 		text = strings.ReplaceAll(text, "@job_func@", fmt.Sprintf(jf, ""))
 		text = jobFuncOf.ReplaceAllStringFunc(text, func(m string) string {
 			return fmt.Sprintf(jf, jobFuncOf.FindStringSubmatch(m)[1]+".")
 		})
-		text = jsonStrings.ReplaceAllStringFunc(text, func(m string) string {
-			return fmt.Sprintf(js, jsonStrings.FindStringSubmatch(m)[1])
+		text = registered.ReplaceAllStringFunc(text, func(m string) string {
+			sm := registered.FindStringSubmatch(m)
+			return fmt.Sprintf(reg, sm[1], sm[2])
 		})
 		q[name] = text
 	}
 }
 
 var (
-	jobFuncOf   = regexp.MustCompile(`@job_func\((\w+)\)@`)
-	jsonStrings = regexp.MustCompile(`@json_strings\(([$?]\d+)\)@`) // sqldialect has made $n ?n for SQLite
+	jobFuncOf  = regexp.MustCompile(`@job_func\((\w+)\)@`)
+	registered = regexp.MustCompile(`@registered\(([\w.]+), ([$?]\d+)\)@`) // sqldialect has made $n ?n for SQLite
 )
 
 // funcPanic is a function's panic, recovered.

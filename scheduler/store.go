@@ -63,7 +63,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 		slot = "(rowid + next_tick_at / 1000000)"
 	}
 	q["claim_jobs"] = strings.ReplaceAll(q["claim_jobs"], "@job_slot@", slot)
-	funcMacros(q, dialect)
+	funcMacros(q, dialect, schema)
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
@@ -515,7 +515,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, runs runna
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), runs.commands, runs.funcNames())
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), runs.commands, daemon)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -731,7 +731,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, own int, runs runn
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, runs.commands, runs.funcNames())
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, runs.commands)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
