@@ -348,6 +348,7 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 		maxRun = tm.C
 	}
 	retry := max(ttl/15, 20*time.Millisecond)
+	stopped := a.stop
 	failing := false
 	var why string         // why the ctx was cancelled: "" (it was not), lost, timeout, stopped
 	var lostErr error      // the loss, once trust ran out or a renewal was refused
@@ -409,8 +410,8 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 		case <-maxRun:
 			maxRun = nil
 			end(context.Cause(ctx), "timeout", time.Now().Add(killAfter))
-		case <-a.stop:
-			a.stop = nil // a closed channel: select it once
+		case <-stopped:
+			stopped = nil // a closed channel: select it once
 			end(errors.New(a.stopping), "stopped", time.Now().Add(killAfter))
 		case <-giveUpC:
 			if obs, ok := d.observer().(FuncObserver); ok {
