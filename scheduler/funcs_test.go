@@ -404,3 +404,45 @@ func TestFuncRefusesBadJobs(t *testing.T) {
 		t.Errorf("Func with a nil function: %v, want invalid", err)
 	}
 }
+
+// When the daemon stops (its ctx ends, Grace is over), a running function's
+// ctx is cancelled with why, and its tick ends failed.
+func TestFuncStopsWithTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := pgEnv(t)
+	d := scheduler.New(e.store, e.leaser(t), "svc")
+	d.Poll, d.ClaimTTL, d.Log = 50*time.Millisecond, 2*time.Second, testLog(t, "replica")
+	started, cause := make(chan struct{}), make(chan error, 1)
+	if err := d.Func(funcJob("long"), func(ctx context.Context) error {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the function did not start")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not stop")
+	}
+	if err := <-cause; err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Errorf("the function's ctx ended with cause %v, want the daemon's drain", err)
+	}
+	tr := mustTicks(t, e, "long")
+	if len(tr) != 1 || tr[0].Outcome != baton.OutcomeFailed || !strings.Contains(tr[0].Reason, "draining") {
+		t.Errorf("ticks %s, want one failed: stopped by the drain", describe(tr))
+	}
+}
