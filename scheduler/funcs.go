@@ -206,10 +206,12 @@ func (d *Daemon) loadFuncs(ctx context.Context) error {
 }
 
 // runnable is which jobs a daemon runs: commands (a job file's daemon), or
-// the Go functions it registered (which its registered versions name, for
-// the claim queries).
+// the Go functions it registered. The claim queries select by kind and
+// service (cheap, whatever the number of functions); the store then leaves
+// a function this daemon did not register (runs) to another replica.
 type runnable struct {
 	commands bool
+	service  string
 	fns      map[string]func(ctx context.Context) error
 }
 
@@ -228,7 +230,7 @@ func (d *Daemon) runnable() runnable {
 	if d.fx == nil {
 		return commandsOnly
 	}
-	return runnable{fns: d.fx.fns}
+	return runnable{service: d.fx.service, fns: d.fx.fns}
 }
 
 // ownsUnnamed says a job of the store that this daemon did not load (v) is
@@ -237,35 +239,21 @@ func (d *Daemon) ownsUnnamed(v Version) bool { return v.Func == "" && d.fx == ni
 
 // funcMacros fills in the macros of the queries that tell functions from
 // commands: @job_func@ (the service of a job's function, NULL for a
-// command), @job_func(alias)@ (the same of the jobs row alias), and
-// @registered(name, $n)@ (daemon $n registered the function name: its
-// registered versions name it). The daemon's row is read once a query, and
-// a name looked up in its versions: nothing as large as the list of the
-// functions travels with each claim.
-func funcMacros(q map[string]string, dialect Dialect, schema string) {
+// command) and @job_func(alias)@ (the same of the jobs row alias).
+func funcMacros(q map[string]string, dialect Dialect) {
 	jf := "(%sdefinition->>'func')"
-	reg := "jsonb_exists((select versions from " + schema + ".daemons where id = %[2]s), %[1]s)"
 	if dialect == SQLite {
 		jf = "json_extract(%sdefinition, '$.func')"
-		reg = "exists (select 1 from daemons, json_each(daemons.versions) v where daemons.id = %[2]s and v.key = %[1]s)"
 	}
 	for name, text := range q {
 		text = strings.ReplaceAll(text, "@job_func@", fmt.Sprintf(jf, ""))
-		text = jobFuncOf.ReplaceAllStringFunc(text, func(m string) string {
+		q[name] = jobFuncOf.ReplaceAllStringFunc(text, func(m string) string {
 			return fmt.Sprintf(jf, jobFuncOf.FindStringSubmatch(m)[1]+".")
 		})
-		text = registered.ReplaceAllStringFunc(text, func(m string) string {
-			sm := registered.FindStringSubmatch(m)
-			return fmt.Sprintf(reg, sm[1], sm[2])
-		})
-		q[name] = text
 	}
 }
 
-var (
-	jobFuncOf  = regexp.MustCompile(`@job_func\((\w+)\)@`)
-	registered = regexp.MustCompile(`@registered\(([\w.]+), ([$?]\d+)\)@`) // sqldialect has made $n ?n for SQLite
-)
+var jobFuncOf = regexp.MustCompile(`@job_func\((\w+)\)@`)
 
 // funcPanic is a function's panic, recovered.
 type funcPanic struct {

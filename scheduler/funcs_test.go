@@ -446,3 +446,43 @@ func TestFuncStopsWithTheDaemon(t *testing.T) {
 		t.Errorf("ticks %s, want one failed: stopped by the drain", describe(tr))
 	}
 }
+
+// Two deployments of one service share the store: a replica that did not
+// register a function (the older one) leaves its ticks to the one that did.
+func TestFuncLeftToTheReplicasThatRegisterIt(t *testing.T) {
+	t.Parallel()
+	e := pgEnv(t)
+	calls := &funcCalls{}
+	for i := range 2 {
+		startReplica(t, e, e.leaser(t), i, nil, nil, func(d *scheduler.Daemon, i int) {
+			names := []string{"old"}
+			if i == 1 {
+				names = append(names, "new")
+			}
+			for _, name := range names {
+				if err := d.Func(funcJob(name), func(ctx context.Context) error { calls.add(ctx, i); return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, tr := range waitTicks(t, e, "new", 6, 30*time.Second) {
+		if tr.State == baton.TickDone && tr.Outcome != baton.OutcomeSucceeded {
+			t.Errorf("tick %s: %s (%s)", tr.IdempotencyKey(), tr.Outcome, tr.Reason)
+		}
+	}
+	waitTicks(t, e, "old", 6, 30*time.Second)
+	ran := map[string]map[int]bool{}
+	for _, got := range calls.byKey() {
+		for _, c := range got {
+			job := strings.Split(c.key, "/")[0]
+			if ran[job] == nil {
+				ran[job] = map[int]bool{}
+			}
+			ran[job][c.replica] = true
+		}
+	}
+	if ran["new"][0] || !ran["new"][1] {
+		t.Errorf("new ran on replicas %v, want the one that registers it alone", ran["new"])
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,7 +64,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 		slot = "(rowid + next_tick_at / 1000000)"
 	}
 	q["claim_jobs"] = strings.ReplaceAll(q["claim_jobs"], "@job_slot@", slot)
-	funcMacros(q, dialect, schema)
+	funcMacros(q, dialect)
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
@@ -515,7 +516,7 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, runs runna
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), runs.commands, daemon)
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), runs.commands, runs.service)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -545,6 +546,11 @@ func (s *Store) claimDue(ctx context.Context, daemon string, own int, runs runna
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		// A service's replica leaves the functions it did not register
+		// (another deployment of the service has them): it neither plans
+		// nor advances them, and does not count them as taken, so that a
+		// round of them alone is not taken for a full batch.
+		jobs = slices.DeleteFunc(jobs, func(d due) bool { return !runs.runs(d.job) })
 		taken = len(jobs)
 		var up Uptime
 		if len(jobs) > 0 {
@@ -731,7 +737,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon string, own int, runs runn
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, runs.commands)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, runs.commands, runs.service)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}

@@ -11,15 +11,15 @@
 -- due second (scheduler.NewStore).
 --
 -- A daemon claims a command's job only if it runs commands ($7), and a Go
--- function's (@job_func@ set) only if it does not and registered the
--- function: the versions it registered as daemon $8 name it
--- (scheduler/funcs.go).
+-- function's (@job_func@, its service) only if it is a daemon of that
+-- service ($8); the claim leaves the functions it did not register to the
+-- replicas that did (scheduler/funcs.go).
 select name, version, definition, next_tick_at,
        case when min_level_version = version then min_level else 0 end
 from @schema@.jobs
 where next_tick_at <= $1 and not paused and removed_at is null
   and (min_level <= $3 or min_level_version <> version)
-  and ($7 and @job_func@ is null or not $7 and @job_func@ is not null and @registered(name, $8)@)
+  and ($7 and @job_func@ is null or not $7 and @job_func@ = $8)
   and ($4 <= 1 or next_tick_at <= $6 or (@job_slot@ % $4 + $4) % $4 = $5)
 order by next_tick_at
 limit $2

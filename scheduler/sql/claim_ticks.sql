@@ -3,8 +3,8 @@
 -- claims (it died, or lost the store). Not the ticks of a job whose
 -- definition needs a higher feature level than the claiming daemon's ($4),
 -- nor of a job this daemon cannot run: a command when it runs none ($5), a
--- Go function when it runs commands or did not register it (its versions
--- do not name it).
+-- Go function when it runs commands or is not a daemon of the function's
+-- service ($6).
 -- The time is read once, (select @now@): PostgreSQL compares an index's
 -- column with a volatile clock_timestamp() row by row, as a filter, but
 -- with a subquery's value as the index's condition.
@@ -19,7 +19,7 @@ where (job, tick_at) in (
       where j.name = t.job
         and (j.min_level > $4 and j.min_level_version = j.version
              or not ($5 and @job_func(j)@ is null
-                     or not $5 and @job_func(j)@ is not null and @registered(j.name, $1)@)))
+                     or not $5 and @job_func(j)@ = $6)))
   order by t.tick_at
   limit $3
   @skip_locked@)
