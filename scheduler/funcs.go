@@ -26,10 +26,11 @@ import (
 // with the outcomes, retries, notifications and history of a command.
 //
 // A function's job is stored with Job.Func, the service's name, and no
-// command. A daemon claims its ticks only if it registered the function
-// (its name is in the daemon's list, which the claim queries compare); a
-// job file's daemon registers none, and a service's daemon claims no
-// command. Older daemons leave such a job alone: it needs feature level 4.
+// command. A daemon claims its ticks only if it is a daemon of that service
+// (the claim queries compare the service) and registered the function (the
+// claim leaves the others to the replicas that did); a job file's daemon
+// claims no function, and a service's daemon no command. Older daemons
+// leave such a job alone: it needs feature level 4.
 //
 // The function's ctx carries the term (lease.Term, lease.Token) and the
 // tick's idempotency key (lease.IdempotencyKey), the same on every retry.
@@ -280,7 +281,7 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 	if d.fx != nil {
 		fn = d.fx.fns[j.Name]
 	}
-	if fn == nil { // the claim queries name only registered functions
+	if fn == nil { // claims leave the functions this daemon did not register
 		return Ending{Outcome: baton.OutcomeFailed, Reason: "this daemon has no function registered for job " + j.Name}, false, nil
 	}
 	leaser := observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs}
