@@ -45,14 +45,15 @@ func TestNeeds(t *testing.T) {
 		{onPath, 3},
 		{absolute, 1},
 		{mailed, 3},
+		{baton.Job{Name: "func", Schedule: "@every 1m", Func: "billing"}, 4},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {
 			t.Errorf("%s needs level %d (%q), want %d with a reason", c.j.Name, level, why, c.want)
 		}
 	}
-	if scheduler.FeatureLevel != 3 {
-		t.Errorf("FeatureLevel %d, want 3", scheduler.FeatureLevel)
+	if scheduler.FeatureLevel != 4 {
+		t.Errorf("FeatureLevel %d, want 4", scheduler.FeatureLevel)
 	}
 }
 
