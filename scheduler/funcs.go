@@ -363,6 +363,10 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 	for {
 		select {
 		case err := <-done:
+			if why == "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The deadline came before maxRun's timer, made just after it.
+				why = "timeout"
+			}
 			return funcEnding(j, err, why, lostErr, a, log), lostErr != nil, nil
 		case <-renewAt.C:
 			if lostErr != nil {
