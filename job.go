@@ -63,6 +63,12 @@ type Job struct {
 	// Only a daemon running as root runs a job as another user.
 	User  string `json:"user,omitempty"`
 	Group string `json:"group,omitempty"`
+
+	// Func, when set, says the job is a Go function that the replicas of
+	// the service it names register in code (scheduler.Daemon.Func), not
+	// a command: Command is empty, and only a daemon that registered the
+	// function claims its ticks.
+	Func string `json:"func,omitempty"`
 }
 
 // Notification kinds: a run's outcome, the first success after notified
@@ -346,8 +352,11 @@ func ShellCommandWith(shell, s string) []string { return []string{shell, "-c", s
 
 // CommandString shows a job's command for people: a job file's shell
 // string as it was written, an argv as a shell would read it back
-// (ShellQuote).
+// (ShellQuote), or, for a Go function, what runs it.
 func (j Job) CommandString() string {
+	if j.Func != "" {
+		return "Go function " + j.Name + " of service " + j.Func
+	}
 	if j.Shell && len(j.Command) == 3 {
 		return j.Command[2]
 	}

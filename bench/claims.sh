@@ -16,7 +16,7 @@
 # measured right after it, as a ratio.
 #
 # Usage:  bench/claims.sh
-# Env:    JOBS=10000 SECS=10 MAX_CONCURRENT=64 DAEMONS="1 3"
+# Env:    JOBS=10000 SECS=10 MAX_CONCURRENT=64 DAEMONS="1 3" FUNCS=1
 #         BUILD=release (the default) or go (bench/build.sh)
 #         LOCAL_JOBS=1000 (the local store's flock leases are far slower; 0 skips it)
 #         PGBIN=/usr/lib/postgresql/15/bin
@@ -26,6 +26,9 @@ LOCAL_JOBS=${LOCAL_JOBS:-1000}
 SECS=${SECS:-10}
 MAX_CONCURRENT=${MAX_CONCURRENT:-64}
 DAEMONS=${DAEMONS:-1 3}
+FUNCS=${FUNCS:-1}
+funcs=()
+[ "$FUNCS" = 0 ] || funcs=(--funcs)
 DURATION=${SECS}s
 export PATH="$PATH:/usr/local/go/bin"
 cd "$(dirname "$0")/.."
@@ -49,13 +52,19 @@ ceiling() {
 echo "--- PostgreSQL: $JOBS jobs due at once; ceiling: pgbench, set-based, 100 ticks in 3 commits, ${SECS}s"
 printf '%8s %6s %12s %14s %7s %7s\n' daemons lease "baton/s" "ceiling/s" ratio errors
 for n in $DAEMONS; do
-  "$baton" bench claims --db "$url" --jobs "$JOBS" --clients "$n" --max-concurrent "$MAX_CONCURRENT" --json >"$tmp/baton.json"
-  for lease in false true; do
+  "$baton" bench claims --db "$url" --jobs "$JOBS" --clients "$n" --max-concurrent "$MAX_CONCURRENT" "${funcs[@]}" --json >"$tmp/baton.json"
+  modes="false true"
+  [ "$FUNCS" = 0 ] || modes="$modes func"
+  for mode in $modes; do
+    # func: the Go functions' run, with the lease, beside the same ceiling
+    # measured again right after it.
+    lease=$mode func=false
+    [ "$mode" != func ] || lease=true func=true
     file=bench/claims/ceiling.sql
     [ "$lease" = true ] || file=bench/claims/ceiling-nolease.sql
     c=$(ceiling "$file" "$n")
-    read -r b e < <(jq -r --argjson l "$lease" '.results[] | select(.lease == $l) | "\(.per_sec) \(.errors)"' "$tmp/baton.json")
-    printf '%8s %6s %12.0f %14s %7.3f %7s\n' "$n" "$lease" "$b" "$c" "$(echo "$b / $c" | bc -l)" "$e"
+    read -r b e < <(jq -r --argjson l "$lease" --argjson f "$func" '.results[] | select(.lease == $l and .func == $f) | "\(.per_sec) \(.errors)"' "$tmp/baton.json")
+    printf '%8s %6s %12.0f %14s %7.3f %7s\n' "$n" "$mode" "$b" "$c" "$(echo "$b / $c" | bc -l)" "$e"
   done
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

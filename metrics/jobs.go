@@ -38,11 +38,14 @@ var (
 	leaseLostFamily = newFamily("baton_lease_lost_total",
 		"Terms lost while their command ran (renewal refused, or trust ran out), or found lost when this daemon took over a tick whose daemon died.",
 		dto.MetricType_COUNTER, "job")
+	funcOutlivedFamily = newFamily("baton_func_outlived_total",
+		"Attempts of scheduled Go functions that did not return when their lease could no longer be trusted (recorded lost-lease; the function may still run, and only a fence keeps its writes out).",
+		dto.MetricType_COUNTER, "job")
 	tokenFamily = newFamily("baton_lease_fencing_token",
 		"Fencing token of the last term this daemon was granted, by job and lease (the job's name, or job#N for overlap allow: N).",
 		dto.MetricType_GAUGE, "job", "lease")
 	jobFamilies = []*family{runsFamily, runDurationFamily, runsInProgressFamily, skippedFamily,
-		leaseAcquiredFamily, leaseBusyFamily, leaseLostFamily, tokenFamily}
+		leaseAcquiredFamily, leaseBusyFamily, leaseLostFamily, funcOutlivedFamily, tokenFamily}
 )
 
 // jobSeries is one job's numbers. A job of the job file (inFile) shows
@@ -57,6 +60,7 @@ type jobSeries struct {
 	other                map[string]uint64
 	skipped              [numSkipReasons]uint64
 	acquired, busy, lost uint64
+	outlived             uint64 // Go functions that outlived their lease
 	inProgress           int
 	progressShown        bool
 	durations            *durationHist
@@ -196,6 +200,10 @@ func emitJob(f *family, out *seriesOut, job string, s *jobSeries) {
 		counter(s.busy, job)
 	case leaseLostFamily:
 		counter(s.lost, job)
+	case funcOutlivedFamily:
+		if s.outlived > 0 {
+			counter(s.outlived, job)
+		}
 	case runsInProgressFamily:
 		if s.inFile || s.progressShown {
 			out.sample(float64(s.inProgress), job)

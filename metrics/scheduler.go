@@ -112,6 +112,13 @@ func (o schedulerObserver) LeaseLost(job string) {
 	o.m.mu.Unlock()
 }
 
+// FuncOutlived is scheduler.FuncObserver's.
+func (o schedulerObserver) FuncOutlived(job string) {
+	o.m.mu.Lock()
+	defer o.m.mu.Unlock()
+	o.m.series(job).outlived++
+}
+
 func (o schedulerObserver) LeaseRenewed(job string, took time.Duration, err error) {
 	o.m.renewDuration.Observe(took.Seconds())
 	result := "ok"

@@ -15,7 +15,7 @@ import (
 // walked the whole index, 5-18 ms a claim with 10,000 ticks in hand.
 func TestOpenTicksSearchUsesItsIndex(t *testing.T) {
 	stores(t, func(t *testing.T, e env) {
-		plan, err := e.store.Explain(context.Background(), "claim_ticks", true, "d1", time.Minute.Milliseconds(), 100, 1, "h1")
+		plan, err := e.store.Explain(context.Background(), "claim_ticks", true, "d1", time.Minute.Milliseconds(), 100, 1, "h1", true, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,6 +55,8 @@ type Daemon struct {
 	// real path (claims, leases, starts, outcomes) without processes.
 	Action func(j baton.Job, t baton.Tick, term *baton.Term) Ending
 
+	fx *funcSet // the Go functions registered with Func (funcs.go); nil: a daemon of commands
+
 	starts      *batcher[startCall, startAnswer]            // the runs' starts, recorded in batches
 	finishes    *batcher[finishCall, finishAnswer]          // … and their outcomes, with the release of their leases
 	leases      *batcher[baton.AcquireRequest, leaseAnswer] // … and their leases' acquisitions, when the Leaser batches
@@ -301,6 +303,9 @@ func (d *Daemon) checkDrift(ctx context.Context) error {
 		}
 		fv, ok := d.versions[name]
 		switch {
+		case !ok && !d.ownsUnnamed(sv):
+			// Another's: a Go function of a service, or (for a service's
+			// daemon) a job file's command.
 		case !ok:
 			now[name] = "in the store but not in this daemon's job file"
 		case fv != sv.Version:
@@ -373,6 +378,9 @@ func (d *Daemon) Drift() map[string]string {
 // running, and returns when every run has ended and been recorded.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.defaults()
+	if err := d.loadFuncs(ctx); err != nil {
+		return err
+	}
 	bg := context.WithoutCancel(ctx)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
@@ -496,7 +504,7 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 		}
 	}
 	limit := min(free, 100)
-	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Host, d.Level(), d.ClaimTTL, limit)
+	open, overtaken, err := d.Store.claimOpen(ctx, d.ID, d.Host, d.Level(), d.runnable(), d.ClaimTTL, limit)
 	for job, n := range overtaken {
 		d.observer().TicksSkipped(job, SkipOvertaken, n)
 	}
@@ -521,7 +529,7 @@ func (d *Daemon) claim(ctx context.Context) (more, full bool, err error) {
 	if p := d.share.Load(); p != nil {
 		sh = *p
 	}
-	due, missed, taken, err := d.Store.claimDue(ctx, d.ID, d.Host, d.Level(), d.ClaimTTL, limit, sh)
+	due, missed, taken, err := d.Store.claimDue(ctx, d.ID, d.Host, d.Level(), d.runnable(), d.ClaimTTL, limit, sh)
 	if err != nil {
 		return false, false, err
 	}

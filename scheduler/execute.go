@@ -445,6 +445,9 @@ func (d *Daemon) run(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time
 	if d.Action != nil {
 		return d.Action(j, t, term), false, nil
 	}
+	if j.Func != "" {
+		return d.runFunc(j, t, term, sent, attempt, a, obs, log)
+	}
 	env, dir, cred, err := commandEnv(j, d.Env)
 	if err != nil {
 		return Ending{Outcome: baton.OutcomeFailed, Reason: "cannot run the command as its user: " + err.Error()}, false, nil

@@ -18,12 +18,12 @@ func (s *Store) PublishAt(ctx context.Context, jobs []baton.Job, host string, re
 }
 
 func (s *Store) ClaimDueAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, "", level, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, "", level, commandsOnly, claimTTL, limit, share{})
 	return out, err
 }
 
 func (s *Store) ClaimOpenAt(ctx context.Context, daemon string, level int, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, "", level, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, "", level, commandsOnly, claimTTL, limit)
 	return out, err
 }
 
@@ -114,12 +114,12 @@ func (s *Store) StartBatch(ctx context.Context, ticks []baton.Tick, prevs []stri
 
 // ClaimDueOn and ClaimOpenOn claim as a daemon of this level on host.
 func (s *Store) ClaimDueOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, host, FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, host, FeatureLevel, commandsOnly, claimTTL, limit, share{})
 	return out, err
 }
 
 func (s *Store) ClaimOpenOn(ctx context.Context, daemon, host string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, host, FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, host, FeatureLevel, commandsOnly, claimTTL, limit)
 	return out, err
 }
 

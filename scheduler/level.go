@@ -41,6 +41,11 @@ import (
 // daemons of HOST claim, and @reboot, a host-scoped job that runs when a
 // daemon starts. A level-3 daemon would claim every host's instance as a
 // fleet job, and refuses @reboot.
+//
+// Level 4 adds scheduled Go functions (Job.Func): a level-3 daemon knows
+// nothing of them, and would claim such a job's ticks and fail to run a
+// command it has not got. From level 4 on, a daemon claims a function's
+// ticks only if it registered the function (Daemon.Func).
 const FeatureLevel = 4
 
 // feature is a part of job semantics and the level that brought it.
@@ -68,6 +73,7 @@ var features = []feature{
 	{4, "user and group: the command runs as the job's user", func(j baton.Job) bool { return j.User != "" || j.Group != "" }},
 	{4, "scope: host: each host's instance runs on that host's daemons only", func(j baton.Job) bool { return j.Scope == baton.ScopeHost }},
 	{4, "@reboot: runs when a daemon starts", isReboot},
+	{4, "func: a Go function, run only by the service replicas that register it", func(j baton.Job) bool { return j.Func != "" }},
 }
 
 // Needs returns the lowest feature level that runs j as it means, and the

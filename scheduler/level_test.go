@@ -57,6 +57,7 @@ func TestNeeds(t *testing.T) {
 		{perHost, 4},
 		{perHost.ForHost("web1"), 4},
 		{atStart, 4},
+		{baton.Job{Name: "func", Schedule: "@every 1m", Func: "billing"}, 4},
 	} {
 		level, why := scheduler.Needs(c.j)
 		if level != c.want || len(why) == 0 {

@@ -78,8 +78,10 @@ func another(t *testing.T, e env) env {
 }
 
 // pgEnv is the PostgreSQL store of stores, for a test of PostgreSQL alone.
-func pgEnv(t *testing.T) env {
-	dsn := pgtest.DSN(t)
+func pgEnv(t *testing.T) env { return pgEnvAt(t, pgtest.DSN(t)) }
+
+// pgEnvAt is pgEnv on the database of dsn.
+func pgEnvAt(t *testing.T, dsn string) env {
 	open := func(t *testing.T) *postgres.DB {
 		db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/test"})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,7 @@ func NewStore(db *sql.DB, dialect Dialect, schema string) *Store {
 		slot = "(rowid + next_tick_at / 1000000)"
 	}
 	q["claim_jobs"] = strings.ReplaceAll(q["claim_jobs"], "@job_slot@", slot)
+	funcMacros(q, dialect)
 	s := &Store{db: db, dialect: dialect, schema: schema, q: q, outbox: outbox.NewStore(db, dialect, schema)}
 	return s
 }
@@ -433,6 +435,8 @@ type Version struct {
 	FeatureLevel int
 	// Host is the host of a host-scoped job's instance; "" for a fleet job.
 	Host string
+	// Func is the service of a Go function (Job.Func); "" for a command.
+	Func string
 }
 
 // Versions returns every job's version, by name.
@@ -447,7 +451,7 @@ func (s *Store) Versions(ctx context.Context) (map[string]Version, error) {
 		var name string
 		var v Version
 		var at dbTime
-		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel, &v.Host); err != nil {
+		if err := rows.Scan(&name, &v.Version, &v.DefinedBy, &at, &v.FeatureLevel, &v.Host, &v.Func); err != nil {
 			return nil, s.translate(err, "listing job versions")
 		}
 		v.DefinedAt = at.Time
@@ -504,7 +508,7 @@ const maxTicksPerClaim = 1000
 // It claims the jobs of FeatureLevel or below; a Daemon claims those of
 // its own level.
 func (s *Store) ClaimDue(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, _, err := s.claimDue(ctx, daemon, "", FeatureLevel, claimTTL, limit, share{})
+	out, _, _, err := s.claimDue(ctx, daemon, "", FeatureLevel, commandsOnly, claimTTL, limit, share{})
 	return out, err
 }
 
@@ -518,14 +522,14 @@ type skipKey struct {
 // also claims that host's instances of host-scoped jobs) that also counts
 // the ticks it recorded skipped-missed (for the daemon's Observer), and
 // says how many due jobs it took (taken), whether their ticks run or not.
-func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
+func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, runs runnable, claimTTL time.Duration, limit int, sh share) (out []Claim, missed map[skipKey]int, taken int, err error) {
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		out, missed, taken = out[:0], map[skipKey]int{}, 0
 		now, err := s.now(ctx, tx)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), host)
+		rows, err := tx.QueryContext(ctx, s.query("claim_jobs"), s.ts(now), limit, own, sh.of, sh.mine, s.ts(now.Add(-sh.late)), host, runs.commands, runs.service)
 		if err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
@@ -555,6 +559,11 @@ func (s *Store) claimDue(ctx context.Context, daemon, host string, own int, clai
 		if err := rows.Err(); err != nil {
 			return s.translate(err, "claiming due jobs")
 		}
+		// A service's replica leaves the functions it did not register
+		// (another deployment of the service has them): it neither plans
+		// nor advances them, and does not count them as taken, so that a
+		// round of them alone is not taken for a full batch.
+		jobs = slices.DeleteFunc(jobs, func(d due) bool { return !runs.runs(d.job) })
 		taken = len(jobs)
 		var up Uptime
 		if len(jobs) > 0 {
@@ -730,7 +739,7 @@ func (s *Store) SetNextTick(ctx context.Context, at time.Time) error {
 // It claims the ticks of jobs of FeatureLevel or below; a Daemon claims
 // those of its own level.
 func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Duration, limit int) ([]Claim, error) {
-	out, _, err := s.claimOpen(ctx, daemon, "", FeatureLevel, claimTTL, limit)
+	out, _, err := s.claimOpen(ctx, daemon, "", FeatureLevel, commandsOnly, claimTTL, limit)
 	return out, err
 }
 
@@ -738,12 +747,12 @@ func (s *Store) ClaimOpen(ctx context.Context, daemon string, claimTTL time.Dura
 // also claims the ticks of that host's instances of host-scoped jobs) that
 // also counts, by job, the overtaken ticks it recorded (for the daemon's
 // Observer).
-func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
+func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, runs runnable, claimTTL time.Duration, limit int) ([]Claim, map[string]int, error) {
 	var out []Claim
 	var overtaken map[string]int
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		out, overtaken = out[:0], map[string]int{}
-		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, host)
+		rows, err := tx.QueryContext(ctx, s.query("claim_ticks"), daemon, ms(claimTTL), limit, own, host, runs.commands, runs.service)
 		if err != nil {
 			return s.translate(err, "claiming open ticks")
 		}
@@ -791,7 +800,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, cla
 	// Definitions are read after the claim commits: a claimed tick is this
 	// daemon's until its claim lapses, and a job that is gone is dealt with
 	// by the caller. A definition rewritten since the claim with a level
-	// above this daemon's gets its tick back.
+	// above this daemon's, or into one it cannot run, gets its tick back.
 	kept := out[:0]
 	for _, c := range out {
 		dj, err := s.Job(ctx, c.Tick.Job)
@@ -800,7 +809,7 @@ func (s *Store) claimOpen(ctx context.Context, daemon, host string, own int, cla
 			c.Job = baton.Job{}
 		case err != nil:
 			return append(kept, c), overtaken, err
-		case dj.FeatureLevel > own:
+		case dj.FeatureLevel > own || !runs.runs(dj.Job):
 			if err := s.ReleaseClaim(ctx, c.Tick, daemon); err != nil {
 				return kept, overtaken, err
 			}

@@ -67,7 +67,10 @@ pool, and --max-concurrent runs at once, default 64) run their ticks
 through baton daemon's own path: claims in batches (FOR UPDATE SKIP
 LOCKED), the lease, each tick's start and its outcome, with a no-op in
 place of the command. First with a lease that is always free (no lease),
-then with the job's own lease. No process is started.
+then with the job's own lease; with --funcs, then as a service's replicas
+running the jobs as no-op Go functions (scheduler.New: the function's
+own path, with the lease, its renewals and its ctx). No process is
+started.
 
 bench fence measures the cost of the fences, in the bench's own schema:
 committed writes per second (one insert per transaction, into its table
@@ -132,7 +135,9 @@ type BenchCommand struct {
 	jobs     int
 	// maxConcurrent is bench claims' --max-concurrent, as the daemon's
 	maxConcurrent int
-	outbox        outboxBenchFlags
+	// funcs is bench claims' --funcs: also as scheduled Go functions.
+	funcs  bool
+	outbox outboxBenchFlags
 	// allowProduction is --allow-production-schema; borrowed says the
 	// bench runs in a schema it did not create, and so must clean up
 	// after itself where it can.
@@ -173,6 +178,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "bench claims: runs at once in each daemon, as baton daemon's --max-concurrent")
+	fs.BoolVar(&c.funcs, "funcs", false, "bench claims: then run the jobs as no-op scheduled Go functions too (scheduler.New, each daemon a service's replica, with the lease)")
 	fs.BoolVar(&c.allowProduction, "allow-production-schema", false, "let --schema name baton's default schema or one that production uses (destructive: see above)")
 	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 type ClaimBenchResult struct {
 	Daemons int     `json:"daemons"`
 	Lease   bool    `json:"lease"` // each tick also took and released the job's lease
+	Func    bool    `json:"func"`  // the daemons were a service's replicas running no-op Go functions
 	Ticks   int     `json:"ticks"`
 	Errors  int     `json:"errors"`
 	Seconds float64 `json:"seconds"`
@@ -91,6 +93,17 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 			results = append(results, r)
 		}
 	}
+	// Last: the jobs become Go functions' (their definitions change).
+	for _, n := range daemons {
+		if !c.funcs {
+			break
+		}
+		r, err := c.funcRound(ctx, stores[:n], host, jobs)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
 	if c.json {
 		return printJSON(c.env.Stdout, struct {
 			Jobs    int                `json:"jobs"`
@@ -102,7 +115,11 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "daemons\tlease\tticks\terrors\tseconds\tticks/s\t")
 	for _, r := range results {
-		fmt.Fprintf(tw, "%d\t%v\t%d\t%d\t%.2f\t%.0f\t\n", r.Daemons, r.Lease, r.Ticks, r.Errors, r.Seconds, r.PerSec)
+		lease := fmt.Sprint(r.Lease)
+		if r.Func {
+			lease += " (Go functions)"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%.2f\t%.0f\t\n", r.Daemons, lease, r.Ticks, r.Errors, r.Seconds, r.PerSec)
 	}
 	return tw.Flush()
 }
@@ -163,6 +180,65 @@ func (c *BenchCommand) claimRound(ctx context.Context, stores []*store, host str
 	}
 	cancel()
 	wg.Wait() // drained: every outcome recorded, every lease released
+	r.Seconds = time.Since(start).Seconds()
+	r.Ticks = int(ran.Load())
+	r.Errors = c.jobs - r.Ticks
+	r.PerSec = float64(r.Ticks) / r.Seconds
+	return r, ctx.Err()
+}
+
+// funcRound is claimRound for a service's replicas (scheduler.New), each
+// on its own store, with every job registered as a no-op Go function: the
+// scheduler's path without exec, with the lease, its renewals and the
+// function's ctx. The replicas publish the jobs before the clock starts.
+func (c *BenchCommand) funcRound(ctx context.Context, stores []*store, host string, jobs []baton.Job) (ClaimBenchResult, error) {
+	r := ClaimBenchResult{Daemons: len(stores), Lease: true, Func: true}
+	var ran atomic.Int64
+	all := make(chan struct{})
+	var once sync.Once
+	noop := func(context.Context) error {
+		if ran.Add(1) >= int64(c.jobs) {
+			once.Do(func() { close(all) })
+		}
+		return nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ds []*scheduler.Daemon
+	for i, st := range stores {
+		d := scheduler.New(st.schedule, st.leaser, "bench")
+		d.ID, d.Host = fmt.Sprintf("bench-%d-%s", i, uuid.NewString()[:8]), host
+		d.MaxConcurrent, d.ClaimTTL, d.Log = c.maxConcurrent, time.Minute, slog.New(slog.DiscardHandler)
+		for _, j := range jobs {
+			if err := d.Func(baton.Job{Name: j.Name, Schedule: j.Schedule}, noop); err != nil {
+				return r, err
+			}
+		}
+		if err := d.Publish(ctx); err != nil {
+			return r, err
+		}
+		ds = append(ds, d)
+	}
+	if err := stores[0].schedule.SetNextTick(ctx, time.Now().Add(-time.Second)); err != nil {
+		return r, err
+	}
+	if err := analyze(ctx, stores[0]); err != nil {
+		return r, err
+	}
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, d := range ds {
+		wg.Go(func() { d.Run(rctx) })
+	}
+	limit := time.NewTimer(time.Duration(c.jobs)*10*time.Millisecond + time.Minute)
+	defer limit.Stop()
+	select {
+	case <-all:
+	case <-limit.C:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
 	r.Seconds = time.Since(start).Seconds()
 	r.Ticks = int(ran.Load())
 	r.Errors = c.jobs - r.Ticks

@@ -112,6 +112,9 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 		for _, d := range daemons {
 			v, ok := d.Versions[dj.Job.Name]
 			switch {
+			case !ok && !scheduler.Owns(d, dj.Job):
+				// Not d's to define: a service's function, or a job file's
+				// command for a service's daemon.
 			case !ok:
 				r.Drift = append(r.Drift, fmt.Sprintf("%s (%s) has no such job in %s", d.Host, d.ID, d.Config))
 			case v != dj.Version:
@@ -163,7 +166,11 @@ func (c *JobsCommand) Run(ctx context.Context, args []string) error {
 			}
 		}
 		sort.Strings(r.Drift)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job.Name, sched, next, last, success, state,
+		name := r.Job.Name
+		if r.Job.Func != "" {
+			name += " (Go function of " + r.Job.Func + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, sched, next, last, success, state,
 			cmp.Or(strings.Join(r.Drift, "; "), "-"))
 	}
 	return tw.Flush()

@@ -12,12 +12,17 @@
 --
 -- A host-scoped job's instance (host <> '') is claimed only by the daemons
 -- of its host ($7), and is not shared out: they are all its daemons.
+-- A daemon claims a command's job only if it runs commands ($8), and a Go
+-- function's (@job_func@, its service) only if it is a daemon of that
+-- service ($9); the claim leaves the functions it did not register to the
+-- replicas that did (scheduler/funcs.go).
 select name, version, definition, next_tick_at,
        case when min_level_version = version then min_level else 0 end
 from @schema@.jobs
 where next_tick_at <= $1 and not paused and removed_at is null
   and (min_level <= $3 or min_level_version <> version)
   and (host = '' or host = $7)
+  and ($8 and @job_func@ is null or not $8 and @job_func@ = $9)
   and (host <> '' or $4 <= 1 or next_tick_at <= $6 or (@job_slot@ % $4 + $4) % $4 = $5)
 order by next_tick_at
 limit $2
