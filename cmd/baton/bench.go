@@ -67,7 +67,13 @@ pool, and --max-concurrent runs at once, default 64) run their ticks
 through baton daemon's own path: claims in batches (FOR UPDATE SKIP
 LOCKED), the lease, each tick's start and its outcome, with a no-op in
 place of the command. First with a lease that is always free (no lease),
-then with the job's own lease. No process is started.
+then with the job's own lease. No process is started. With --every D it
+measures a sustained schedule instead: the jobs run every D (schedule
+@every D) with their own leases, and for each number of daemons, after a
+warm-up of 2 s, a window of --duration: the ticks due in it, those run
+(by the end of the window and 10 s more) and not, those run twice, the
+lag from each tick's instant to its start (p50, p99, max), the runs
+started in the window per second, and this process's CPU over the window.
 
 bench fence measures the cost of the fences, in the bench's own schema:
 committed writes per second (one insert per transaction, into its table
@@ -115,8 +121,8 @@ Examples:
   # the outbox relay's burn-down on PostgreSQL, in a schema of its own
   baton bench outbox --db postgres://baton@db1/app --events 10000
 
-  # the pgbench script that runs the very same SQL as bench leases
-  baton bench leases --pgbench-script > leases.pgbench
+  # 1,000 jobs every second on 3 daemons, a 60 s window
+  baton bench claims --db postgres://baton@db1/app --jobs 1000 --every 1s --duration 60s --clients 3
 `
 
 // BenchCommand is `baton bench`.
@@ -132,7 +138,10 @@ type BenchCommand struct {
 	jobs     int
 	// maxConcurrent is bench claims' --max-concurrent, as the daemon's
 	maxConcurrent int
-	outbox        outboxBenchFlags
+	// every is bench claims' --every: a sustained schedule instead of one
+	// burst (0)
+	every  time.Duration
+	outbox outboxBenchFlags
 	// allowProduction is --allow-production-schema; borrowed says the
 	// bench runs in a schema it did not create, and so must clean up
 	// after itself where it can.
@@ -173,6 +182,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.BoolVar(&c.script, "pgbench-script", false, "print the equivalent pgbench script and exit")
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "bench claims: runs at once in each daemon, as baton daemon's --max-concurrent")
+	durationFlag(fs, &c.every, "every", 0, "bench claims: give the jobs a schedule of @every `DURATION` and measure a window of --duration (see above), instead of making them due at once")
 	fs.BoolVar(&c.allowProduction, "allow-production-schema", false, "let --schema name baton's default schema or one that production uses (destructive: see above)")
 	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)
