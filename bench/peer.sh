@@ -15,10 +15,10 @@
 #          baton) with --periodic JOBS: river.NewPeriodicJob(
 #          river.PeriodicInterval(EVERY), …) on each client, a no-op worker;
 #          the elected leader inserts each due batch, every client works
-#          them; warm-up 10 s (leader election). RIVER_CONFIGS: default
-#          (River's defaults, MaxWorkers 100) and tuned (River's own `river
-#          bench` settings: MaxWorkers 2000, FetchCooldown 2ms, a 20-connection
-#          pool); see bench/river/main.go
+#          them; warm-up RIVER_WARMUP (leader election). river-default:
+#          River's defaults, MaxWorkers 100; river-tuned: River's own `river
+#          bench` settings, MaxWorkers 2000, FetchCooldown 2ms, a 20-connection
+#          pool (see bench/river/main.go)
 #
 # For the ticks of the window (JOBS × WINDOW / EVERY, a tick being one job's
 # instant): how many ran (by the window's end and 10 s more), the lag from the
@@ -29,7 +29,7 @@
 # gives the median of ROUNDS with the range.
 #
 # Usage:  bench/peer.sh
-# Env:    JOBS="1000 10000"  EVERY=1s  WINDOW=60s  ROUNDS=3  DAEMONS=3
+# Env:    JOBS="1000 10000"  EVERY=1s  WINDOW=60s  ROUNDS=3  DAEMONS=3  RIVER_WARMUP=10s
 #         SYSTEMS="baton river-default river-tuned"  BUILD=release|go
 #         PGBIN=/usr/lib/postgresql/15/bin
 set -euo pipefail
@@ -38,6 +38,7 @@ EVERY=${EVERY:-1s}
 WINDOW=${WINDOW:-60s}
 ROUNDS=${ROUNDS:-3}
 DAEMONS=${DAEMONS:-3}
+RIVER_WARMUP=${RIVER_WARMUP:-10s}
 SYSTEMS=${SYSTEMS:-baton river-default river-tuned}
 DURATION=10s # cluster.sh wants one; unused here
 export PATH="$PATH:/usr/local/go/bin"
@@ -91,7 +92,7 @@ for jobs in $JOBS; do
       "${psql[@]}" -d "$db" -c checkpoint
       case $system in
         baton) cmd=("$baton" bench claims --db "$url" --jobs "$jobs" --every "$EVERY" --duration "$WINDOW" --clients "$DAEMONS" --json) ;;
-        river-*) cmd=("$tmp/riverbench" --dsn "$url" --periodic "$jobs" --every "$EVERY" --duration "$WINDOW" --clients "$DAEMONS" --config "${system#river-}" --json) ;;
+        river-*) cmd=("$tmp/riverbench" --dsn "$url" --periodic "$jobs" --every "$EVERY" --duration "$WINDOW" --clients "$DAEMONS" --warmup "$RIVER_WARMUP" --config "${system#river-}" --json) ;;
         *) echo "peer.sh: unknown system $system" >&2; exit 64 ;;
       esac
       out=$("${cmd[@]}") || { echo "peer.sh: $system failed" >&2; status=1; continue; }
