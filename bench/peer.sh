@@ -68,7 +68,7 @@ samples="$tmp/pgcpu"
 : >"$samples"
 (while :; do echo "$(date +%s.%N) $(pgcpu)" >>"$samples"; sleep 0.5; done) &
 sampler=$!
-trap 'kill "$sampler" 2>/dev/null; cleanup' EXIT
+trap 'kill "$sampler" 2>/dev/null || true; cleanup' EXIT
 
 # pg_seconds START END: PostgreSQL's CPU seconds from the last sample at or
 # before START to the first at or after END, scaled to END - START.
