@@ -101,6 +101,13 @@ type options struct {
 	pool              int
 	fetchCooldown     time.Duration
 	fetchPollInterval time.Duration
+
+	// Periodic jobs instead of a burn-down (periodic.go), when periodic > 0.
+	periodic int
+	every    time.Duration
+	duration time.Duration
+	warmup   time.Duration
+	clients  int
 }
 
 // The tuned configuration (see the package comment for the sources).
@@ -131,6 +138,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pool, "pool", 0, fmt.Sprintf("tuned only: pgxpool MaxConns (default %d)", tunedPool))
 	fs.DurationVar(&o.fetchCooldown, "fetch-cooldown", 0, fmt.Sprintf("tuned only: FetchCooldown (default %s)", tunedFetchCooldown))
 	fs.DurationVar(&o.fetchPollInterval, "fetch-poll-interval", 0, fmt.Sprintf("tuned only: FetchPollInterval (default %s)", tunedFetchPollInterval))
+	fs.IntVar(&o.periodic, "periodic", 0, "instead of a burn-down: this many periodic jobs (river.NewPeriodicJob, no-op), each every --every, on --clients clients; measure a window of --duration after --warmup (see periodic.go)")
+	fs.DurationVar(&o.every, "every", time.Second, "--periodic: each job's interval (river.PeriodicInterval)")
+	fs.DurationVar(&o.duration, "duration", time.Minute, "--periodic: the window measured")
+	fs.DurationVar(&o.warmup, "warmup", 10*time.Second, "--periodic: how long the clients run (a leader elected, its first inserts) before the window")
+	fs.IntVar(&o.clients, "clients", 3, "--periodic: clients, each with its own pool, in this process (the leader among them enqueues)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -154,6 +166,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, usageError{fmt.Sprintf("--workers is 1..%d", river.QueueNumWorkersMax)}
 	case o.pool < 0 || o.fetchCooldown < 0 || o.fetchPollInterval < 0:
 		return o, usageError{"--pool, --fetch-cooldown and --fetch-poll-interval must not be negative"}
+	case o.periodic < 0:
+		return o, usageError{"--periodic must not be negative"}
+	case o.periodic > 0 && (o.every < time.Second || o.duration < o.every || o.warmup < 0 || o.clients < 1):
+		return o, usageError{"--periodic wants --every of at least 1s, a --duration of at least --every, --warmup not negative and --clients at least 1"}
 	}
 	return o, nil
 }
@@ -208,10 +224,32 @@ type noopWorker struct {
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
+// tune applies --config (and the tuned configuration's flags) to a client's
+// configuration and its pool's: it returns MaxWorkers and what it changed
+// from River's defaults.
+func (o options) tune(cfg *river.Config, poolConfig *pgxpool.Config) (int, []string) {
+	workers := defaultWorkers
+	var changed []string
+	if o.config == "tuned" {
+		workers = cmp.Or(o.workers, tunedWorkers)
+		poolConfig.MaxConns = int32(cmp.Or(o.pool, tunedPool))
+		cfg.FetchCooldown = cmp.Or(o.fetchCooldown, tunedFetchCooldown)
+		cfg.FetchPollInterval = cmp.Or(o.fetchPollInterval, tunedFetchPollInterval)
+		changed = []string{"MaxWorkers", "FetchCooldown", "FetchPollInterval", "pgxpool MaxConns"}
+	} else {
+		changed = []string{"MaxWorkers (required, no default: River's documented example value)"}
+	}
+	cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}
+	return workers, changed
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.periodic > 0 {
+		return runPeriodic(ctx, o, stdout, stderr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
@@ -227,18 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Workers: river.NewWorkers(),
 	}
 	river.AddWorker(cfg.Workers, noopWorker{})
-	workers := defaultWorkers
-	var changed []string
-	if o.config == "tuned" {
-		workers = cmp.Or(o.workers, tunedWorkers)
-		poolConfig.MaxConns = int32(cmp.Or(o.pool, tunedPool))
-		cfg.FetchCooldown = cmp.Or(o.fetchCooldown, tunedFetchCooldown)
-		cfg.FetchPollInterval = cmp.Or(o.fetchPollInterval, tunedFetchPollInterval)
-		changed = []string{"MaxWorkers", "FetchCooldown", "FetchPollInterval", "pgxpool MaxConns"}
-	} else {
-		changed = []string{"MaxWorkers (required, no default: River's documented example value)"}
-	}
-	cfg.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}
+	workers, changed := o.tune(cfg, poolConfig)
 
 	pool, err := pgxpool.NewWithConfig(ctx, poolConfig)
 	if err != nil {

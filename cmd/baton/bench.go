@@ -70,7 +70,13 @@ place of the command. First with a lease that is always free (no lease),
 then with the job's own lease; with --funcs, then as a service's replicas
 running the jobs as no-op Go functions (scheduler.New: the function's
 own path, with the lease, its renewals and its ctx). No process is
-started.
+started. With --every D it measures a sustained schedule instead: the
+jobs run every D (schedule @every D) with their own leases, and for each
+number of daemons, after a warm-up of 2 s, a window of --duration: the
+ticks due in it, those run (by the end of the window and 10 s more) and
+not, those run twice, the lag from each tick's instant to its start (p50,
+p99, max), the runs started in the window per second, and this process's
+CPU over the window.
 
 bench fence measures the cost of the fences, in the bench's own schema:
 committed writes per second (one insert per transaction, into its table
@@ -118,8 +124,8 @@ Examples:
   # the outbox relay's burn-down on PostgreSQL, in a schema of its own
   baton bench outbox --db postgres://baton@db1/app --events 10000
 
-  # the pgbench script that runs the very same SQL as bench leases
-  baton bench leases --pgbench-script > leases.pgbench
+  # 1,000 jobs every second on 3 daemons, a 60 s window
+  baton bench claims --db postgres://baton@db1/app --jobs 1000 --every 1s --duration 60s --clients 3
 `
 
 // BenchCommand is `baton bench`.
@@ -136,7 +142,10 @@ type BenchCommand struct {
 	// maxConcurrent is bench claims' --max-concurrent, as the daemon's
 	maxConcurrent int
 	// funcs is bench claims' --funcs: also as scheduled Go functions.
-	funcs  bool
+	funcs bool
+	// every is bench claims' --every: a sustained schedule instead of one
+	// burst (0)
+	every  time.Duration
 	outbox outboxBenchFlags
 	// allowProduction is --allow-production-schema; borrowed says the
 	// bench runs in a schema it did not create, and so must clean up
@@ -179,6 +188,7 @@ func (c *BenchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&c.jobs, "jobs", 10000, "bench claims: number of jobs made due at once")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 64, "bench claims: runs at once in each daemon, as baton daemon's --max-concurrent")
 	fs.BoolVar(&c.funcs, "funcs", false, "bench claims: then run the jobs as no-op scheduled Go functions too (scheduler.New, each daemon a service's replica, with the lease)")
+	durationFlag(fs, &c.every, "every", 0, "bench claims: give the jobs a schedule of @every `DURATION` and measure a window of --duration (see above), instead of making them due at once")
 	fs.BoolVar(&c.allowProduction, "allow-production-schema", false, "let --schema name baton's default schema or one that production uses (destructive: see above)")
 	c.outbox.register(fs)
 	pos, err := parseFlags(fs, args)

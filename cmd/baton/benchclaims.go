@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -49,6 +51,19 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	if c.jobs < 1 {
 		return baton.Invalid("--jobs", "must be at least 1, got %d", c.jobs)
 	}
+	schedule := "0 0 1 1 *" // one tick per job and round: the next is a year off
+	if c.every != 0 {
+		if c.every < time.Second || c.every%time.Second != 0 {
+			return baton.Invalid("--every", "want whole seconds, at least 1s, got %s", c.every)
+		}
+		if c.funcs {
+			return baton.Invalid("--funcs", "measures the burst of jobs due at once; leave it out with --every")
+		}
+		if c.duration < c.every {
+			return baton.Invalid("--duration", "the window must hold at least one tick of --every %s, got %s", c.every, c.duration)
+		}
+		schedule = "@every " + c.every.String()
+	}
 	maxD := 0
 	for _, d := range daemons {
 		maxD = max(maxD, d)
@@ -68,7 +83,7 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	}
 	jobs := make([]baton.Job, c.jobs)
 	for i := range jobs {
-		jobs[i] = baton.Job{Name: fmt.Sprintf("bench-claims-%06d", i), Schedule: "0 0 1 1 *", Command: []string{"true"}}
+		jobs[i] = baton.Job{Name: fmt.Sprintf("bench-claims-%06d", i), Schedule: schedule, Command: []string{"true"}}
 	}
 	host, _ := os.Hostname()
 	if _, err := stores[0].schedule.Publish(ctx, jobs, host, nil); err != nil {
@@ -82,6 +97,9 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 			names[i] = j.Name
 		}
 		defer stores[0].schedule.Publish(context.WithoutCancel(ctx), nil, host, names)
+	}
+	if c.every != 0 {
+		return c.sustained(ctx, stores, daemons, host)
 	}
 	var results []ClaimBenchResult
 	for _, lease := range []bool{false, true} {
@@ -278,4 +296,181 @@ func analyze(ctx context.Context, st *store) error {
 		}
 	}
 	return nil
+}
+
+// EveryBenchResult is one round of `baton bench claims --every`: a window
+// of a sustained schedule, run by Daemons daemons.
+type EveryBenchResult struct {
+	Daemons     int       `json:"daemons"`
+	WindowStart time.Time `json:"window_start"`
+	WindowEnd   time.Time `json:"window_end"`
+	// Due are the ticks whose instants fall in the window (jobs × its
+	// length / --every); Ran, those of them started by the window's end
+	// and 10 s more (or once all had); NotRun, the others (late past that,
+	// or recorded skipped-missed); Duplicates, the runs of a tick beyond
+	// its first.
+	Due        int `json:"due"`
+	Ran        int `json:"ran"`
+	NotRun     int `json:"not_run"`
+	Duplicates int `json:"duplicates"`
+	// Runs are the runs started within the window, of any of the round's
+	// ticks; PerSec, per second of the window.
+	Runs   int     `json:"runs"`
+	PerSec float64 `json:"per_sec"`
+	// The lag from a due tick's instant to the start of its first run.
+	LagP50ms float64 `json:"lag_p50_ms"`
+	LagP99ms float64 `json:"lag_p99_ms"`
+	LagMaxMs float64 `json:"lag_max_ms"`
+	// CPUSeconds is this process's CPU (user and system, every daemon's)
+	// over the window; the database's is not in it.
+	CPUSeconds float64 `json:"cpu_seconds"`
+}
+
+// sustainedWarmup is how long the daemons run before a window opens;
+// sustainedSettle, how long after it closes its ticks may still start.
+const (
+	sustainedWarmup = 2 * time.Second
+	sustainedSettle = 10 * time.Second
+)
+
+// sustained runs a round of --every for each count of daemons and prints
+// the results.
+func (c *BenchCommand) sustained(ctx context.Context, stores []*store, daemons []int, host string) error {
+	if err := analyze(ctx, stores[0]); err != nil {
+		return err
+	}
+	var results []EveryBenchResult
+	for _, n := range daemons {
+		r, err := c.sustainedRound(ctx, stores[:n], host)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	if c.json {
+		return printJSON(c.env.Stdout, struct {
+			Jobs    int                `json:"jobs"`
+			Every   string             `json:"every"`
+			Results []EveryBenchResult `json:"results"`
+		}{c.jobs, c.every.String(), results})
+	}
+	info := stores[0].leaser.Info()
+	window := c.duration.Truncate(c.every)
+	fmt.Fprintf(c.env.Stdout, "store: %s %s; %d jobs every %s, with their leases; a window of %s after %s\n",
+		info.Kind, info.Location, c.jobs, c.every, window, sustainedWarmup)
+	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "daemons\tdue\tran\tnot run\ttwice\truns/s\tlag p50\tp99\tmax\tCPU s\t")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%.0f\t%.0fms\t%.0fms\t%.0fms\t%.2f\t\n", r.Daemons, r.Due, r.Ran, r.NotRun,
+			r.Duplicates, r.PerSec, r.LagP50ms, r.LagP99ms, r.LagMaxMs, r.CPUSeconds)
+	}
+	return tw.Flush()
+}
+
+// sustainedRound runs len(stores) daemons, each on its own store, through
+// the daemon's own path (claims, leases, starts, outcomes) with a no-op in
+// place of the command, on the jobs' schedule of --every, and measures a
+// window of --duration (whole --every) after a warm-up.
+func (c *BenchCommand) sustainedRound(ctx context.Context, stores []*store, host string) (EveryBenchResult, error) {
+	r := EveryBenchResult{Daemons: len(stores)}
+	window := c.duration.Truncate(c.every)
+	begin := time.Now()
+	r.WindowStart = begin.Add(sustainedWarmup).Truncate(time.Second).Add(time.Second)
+	r.WindowEnd = r.WindowStart.Add(window)
+	r.Due = c.jobs * int(window/c.every)
+	type tickKey struct {
+		job string
+		at  int64
+	}
+	var (
+		mu   sync.Mutex
+		seen = make(map[tickKey]int)
+		lags []time.Duration
+	)
+	all := make(chan struct{})
+	action := func(j baton.Job, t baton.Tick, _ *baton.Term) scheduler.Ending {
+		now := time.Now()
+		code := 0
+		end := scheduler.Ending{Outcome: baton.OutcomeSucceeded, ExitCode: &code}
+		if t.At.Before(begin) {
+			return end // an earlier round's
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !now.Before(r.WindowStart) && now.Before(r.WindowEnd) {
+			r.Runs++
+		}
+		k := tickKey{t.Job, t.At.UnixNano()}
+		seen[k]++
+		if seen[k] > 1 {
+			r.Duplicates++
+			return end
+		}
+		if !t.At.Before(r.WindowStart) && t.At.Before(r.WindowEnd) {
+			lags = append(lags, max(now.Sub(t.At), 0))
+			if len(lags) == r.Due {
+				close(all)
+			}
+		}
+		return end
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var ds []*scheduler.Daemon
+	for i, st := range stores {
+		d := &scheduler.Daemon{
+			Store: st.schedule, Leaser: st.leaser, ID: fmt.Sprintf("bench-%d-%s", i, uuid.NewString()[:8]), Host: host,
+			Config: "bench", MaxConcurrent: c.maxConcurrent, ClaimTTL: time.Minute, Action: action,
+		}
+		if err := st.schedule.Register(ctx, scheduler.DaemonInfo{ID: d.ID, Host: host, PID: os.Getpid(), Config: "bench",
+			FeatureLevel: d.Level()}); err != nil {
+			return r, err
+		}
+		ds = append(ds, d)
+	}
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Go(func() { d.Run(rctx) })
+	}
+	var cpu0, cpu1 time.Duration
+	for _, at := range []struct {
+		t   time.Time
+		cpu *time.Duration
+	}{{r.WindowStart, &cpu0}, {r.WindowEnd, &cpu1}} {
+		select {
+		case <-time.After(time.Until(at.t)):
+			*at.cpu = processCPU()
+		case <-ctx.Done():
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(time.Until(r.WindowEnd.Add(sustainedSettle))):
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	r.CPUSeconds = (cpu1 - cpu0).Seconds()
+	r.Ran = len(lags)
+	r.NotRun = r.Due - r.Ran
+	r.PerSec = float64(r.Runs) / window.Seconds()
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+		r.LagP50ms = ms(lags[min(len(lags)-1, len(lags)/2)])
+		r.LagP99ms = ms(lags[min(len(lags)-1, len(lags)*99/100)])
+		r.LagMaxMs = ms(lags[len(lags)-1])
+	}
+	return r, ctx.Err()
+}
+
+// processCPU is this process's CPU so far, user and system, all threads.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
