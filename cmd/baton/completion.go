@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -81,9 +80,10 @@ func commandNames(cmds []commandHelp) []string {
 }
 
 // flagChoices are the values of the flags that take one of a fixed set,
-// by flag name (a name means the same in every command that has it). The
-// completions offer them after the flag; TestFlagChoicesMatchUsage checks
-// that each flag's usage names every value listed here.
+// by flag name, or by "command flag" where a command's flag of that name
+// takes others (import's --scope is a job's, run's a lock directory's).
+// The completions offer them after the flag; TestFlagChoicesMatchUsage
+// checks that each flag's usage names every value listed here.
 var flagChoices = map[string][]string{
 	"dst-gap":                      {baton.GapShift, baton.GapSkip},
 	"dst-repeat":                   {baton.RepeatOnce, baton.RepeatBoth},
@@ -92,6 +92,16 @@ var flagChoices = map[string][]string{
 	"log-format":                   {"text", "json", "journal", "auto"},
 	"log-level":                    {"debug", "info", "warn", "error"},
 	"scope":                        {"host", "user"},
+	"import scope":                 {baton.ScopeFleet, baton.ScopeHost},
+}
+
+// choicesOf are the values command's flag completes to, if a fixed set.
+func choicesOf(command, flag string) ([]string, bool) {
+	if c, ok := flagChoices[command+" "+flag]; ok {
+		return c, true
+	}
+	c, ok := flagChoices[flag]
+	return c, ok
 }
 
 // httpMethods are what baton http's METHOD completes to.
@@ -212,10 +222,14 @@ _baton() {
 	}
 	b.WriteString(`    esac
     if [[ $prev == --* && " $valued " == *" $prev "* ]]; then
-        case $prev in
+        case "${COMP_WORDS[1]} $prev" in
 `)
-	for _, name := range slices.Sorted(maps.Keys(flagChoices)) {
-		fmt.Fprintf(&b, "        --%s) COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", name, strings.Join(flagChoices[name], " "))
+	for _, c := range cmds {
+		for _, f := range c.flags {
+			if choices, ok := choicesOf(c.name, f.Name); ok && takesValue(f) {
+				fmt.Fprintf(&b, "        %q) COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", c.name+" --"+f.Name, strings.Join(choices, " "))
+			}
+		}
 	}
 	b.WriteString(`        *) COMPREPLY=($(compgen -f -- "$cur")) ;;
         esac
@@ -307,7 +321,7 @@ _baton() {
 		fmt.Fprintf(&b, "    %s)\n        _arguments -S \\\n", c.name)
 		for _, f := range c.flags {
 			name, usage := flag.UnquoteUsage(f)
-			if choices, ok := flagChoices[f.Name]; ok && takesValue(f) {
+			if choices, ok := choicesOf(c.name, f.Name); ok && takesValue(f) {
 				fmt.Fprintf(&b, "            '--%s=[%s]:%s:(%s)' \\\n", f.Name, zshQuote(firstLine(usage)), zshQuote(cmp.Or(name, "VALUE")), strings.Join(choices, " "))
 			} else if takesValue(f) {
 				fmt.Fprintf(&b, "            '--%s=[%s]:%s:_files' \\\n", f.Name, zshQuote(firstLine(usage)), zshQuote(cmp.Or(name, "VALUE")))
@@ -414,7 +428,7 @@ end
 			if takesValue(f) {
 				req = " -r"
 			}
-			if choices, ok := flagChoices[f.Name]; ok && req != "" {
+			if choices, ok := choicesOf(c.name, f.Name); ok && req != "" {
 				req += " -f -a " + fishQuote(strings.Join(choices, " "))
 			}
 			fmt.Fprintf(&b, "complete -c baton -n %s -l %s%s -d %s\n", cond, f.Name, req, fishQuote(firstLine(usage)))

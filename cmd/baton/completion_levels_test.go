@@ -96,6 +96,8 @@ func TestCompletionSecondLevelAndValues(t *testing.T) {
 		{[]string{"baton", "daemon", "--log-level", ""}, []string{"debug", "error", "info", "warn"}},
 		{[]string{"baton", "daemon", "--log-format", ""}, []string{"auto", "journal", "json", "text"}},
 		{[]string{"baton", "run", "--scope", ""}, []string{"host", "user"}},
+		{[]string{"baton", "import", "--scope", ""}, []string{"fleet", "host"}},
+		{[]string{"baton", "import", ""}, []string{"crontab"}},
 		{[]string{"baton", "next", "--dst-gap", ""}, []string{"shift", "skip"}},
 		{[]string{"baton", "next", "--dst-repeat", ""}, []string{"both", "once"}},
 		{[]string{"baton", "relay", "--idempotency-key-format", ""}, []string{"bare", "quoted"}},

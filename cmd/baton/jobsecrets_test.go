@@ -28,6 +28,9 @@ var batonVariables = struct{ withheld, passed []string }{
 		"BATON_DB", // without its password
 		// Where the store is, so that a baton command in the job finds the same one.
 		"BATON_SCHEMA", "BATON_LOCK_DIR", "BATON_SCOPE", "BATON_CONFIG",
+		// The daemon's host identity (daemon --host), as a job may name its
+		// host's instances (JOB@HOST).
+		"BATON_HOST",
 		// What baton sets for a run (a nested baton run sets its own).
 		"BATON_JOB", "BATON_TICK", "BATON_FENCING_TOKEN", "BATON_RUN_ID", "BATON_LEASE_TTL",
 		"BATON_ATTEMPT", "BATON_IDEMPOTENCY_KEY",
