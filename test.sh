@@ -48,6 +48,9 @@ command -v systemd-analyze >/dev/null || missing+=(systemd)
 # man find it among the package's pages (tools/release).
 command -v groff >/dev/null || missing+=(groff-base)
 command -v man >/dev/null || missing+=(man-db)
+# The protocol's model (model/, docs/MODEL.md) is checked by Spin, whose
+# verifiers gcc compiles.
+command -v spin >/dev/null || missing+=(spin)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
