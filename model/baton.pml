@@ -61,7 +61,7 @@
 #endif
 #define RENEW_EVERY (TTL / 3) /* supervise.run's interval */
 #define EPOCH_BASE 16   /* token = epoch << 32 | counter (postgres.EpochBits), scaled down */
-#define MAXG 14         /* grants the model follows (tokens stay below EPOCH_BASE in an epoch) */
+#define MAXG 14         /* grants the model follows (tokens stay below EPOCH_BASE in an epoch); asserted */
 
 /* supervise.run's trustUntil(sent) = sent + TTL - killAfter - Safety(TTL) */
 #ifdef TRUST_NO_MARGIN
@@ -176,7 +176,8 @@ byte  deletes = DELETES;
 	:: held_back_until > 0 -> held = true; printf("MSG: daemon %d: lease held back after a new epoch\n", i) \
 	:: else -> \
 		if \
-		:: (!lease_row || lease_until == 0) && gserial < MAXG -> \
+		:: !lease_row || lease_until == 0 -> \
+			assert(gserial < MAXG); /* the model's bound, never reached: not a silent limit */ \
 			tok = max(lease_token_floor, epoch * EPOCH_BASE); \
 			if \
 			:: lease_row -> tok = max(tok, fencing_token) \
