@@ -51,6 +51,9 @@ command -v man >/dev/null || missing+=(man-db)
 # The partition tests (internal/netcut, cmd/baton/partition_test.go) cut a
 # user's traffic to PostgreSQL with iptables' owner match.
 command -v iptables >/dev/null || missing+=(iptables)
+# The protocol's model (model/, docs/MODEL.md) is checked by Spin, whose
+# verifiers gcc compiles.
+command -v spin >/dev/null || missing+=(spin)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
