@@ -32,21 +32,35 @@ func TestDaemonRecordsTheTruthAcrossAStoreBlip(t *testing.T) {
 	// A job whose first attempt fails during the cut, once: the failure is
 	// recorded as such, and its retry runs after its backoff, not a TTL
 	// later (every 5 s: a later tick that started first would end it
-	// unretried, since a job's ticks start in tick order).
-	failed := filepath.Join(t.TempDir(), "failed")
-	fmt.Fprintf(&y, "  - name: blipretry\n    schedule: \"*/5 * * * * *\"\n    ttl: 20s\n    retries: {count: 1, backoff: 1s}\n    command: sleep 0.6; if [ -e %[1]s.armed ] && mv %[1]s.armed %[1]s; then exit 3; fi; echo $BATON_IDEMPOTENCY_KEY >> %[2]s\n", failed, runLog)
+	// unretried, since a job's ticks start in tick order). Its armed
+	// attempt says it started, then waits for the cut to exit 3: it ends
+	// while the store is away however slow the machine.
+	marks := t.TempDir()
+	armed, started, cut := filepath.Join(marks, "armed"), filepath.Join(marks, "started"), filepath.Join(marks, "cut")
+	fmt.Fprintf(&y, "  - name: blipretry\n    schedule: \"*/5 * * * * *\"\n    ttl: 20s\n    retries: {count: 1, backoff: 1s}\n"+
+		"    command: if [ -e %[1]s ] && mv %[1]s %[2]s; then until [ -e %[3]s ]; do sleep 0.05; done; exit 3; fi; sleep 0.6; echo $BATON_IDEMPOTENCY_KEY >> %[4]s\n",
+		armed, started, cut, runLog)
 	d := s.startDaemon(t, "blip", writeJobFile(t, y.String()))
 	for i := range jobs {
 		s.waitDone(t, fmt.Sprintf("blip%d", i), 2, 30*time.Second, nil)
 	}
-	// Cut while the second's runs are going (they start just after it
-	// begins and take 0.6 s), so that they end while the store is away: a
-	// second that blipretry runs in too.
-	time.Sleep(time.Until(time.Now().Truncate(5 * time.Second).Add(5300 * time.Millisecond)))
-	if err := os.WriteFile(failed+".armed", nil, 0o644); err != nil {
+	if err := os.WriteFile(armed, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("blipretry's armed attempt did not start within a minute")
+		}
+	}
+	// Cut while that attempt and the every-second jobs' runs are going, so
+	// that they end while the store is away.
 	proxy.Cut()
+	if err := os.WriteFile(cut, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(time.Second)
 	proxy.Restore()
 	healed := time.Now()
