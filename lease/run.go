@@ -155,7 +155,8 @@ func Run(ctx context.Context, leaser baton.Leaser, job string, opts Options, fn 
 	own := *term
 	cctx, cancel := context.WithCancelCause(NewContext(ctx, &own))
 	defer cancel(nil)
-	fctx := trustCtx{cctx, keeper, cancel}
+	// fn's Err also reads the clock (see hold.Keeper.Context).
+	fctx := keeper.Context(cctx, cancel)
 	returned := make(chan struct{})
 	watched := make(chan time.Time, 1) // when the window ended, if it did before fn returned
 	go func() {
@@ -225,24 +226,4 @@ func heldBy(h *baton.Holder) string {
 		s += fmt.Sprintf(" by %s pid %d", h.Host, h.PID)
 	}
 	return s
-}
-
-// trustCtx is fn's ctx. Its Err also reads the clock: code that resumes
-// after a pause of the whole process (a GC pause, SIGSTOP, a frozen VM)
-// past the end of the trust window finds its ctx cancelled at its first
-// check, before the window's timer has had a chance to run. (Done closes
-// when the timer runs, a moment later.)
-type trustCtx struct {
-	context.Context
-	keeper *hold.Keeper
-	cancel context.CancelCauseFunc
-}
-
-func (c trustCtx) Err() error {
-	if c.Context.Err() == nil {
-		if lost := c.keeper.Check(); lost != nil {
-			c.cancel(lost)
-		}
-	}
-	return c.Context.Err()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/backoff"
+	"github.com/batonhq/baton/internal/hold"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/supervise"
 	"github.com/google/uuid"
@@ -35,7 +36,8 @@ import (
 // The function's ctx carries the term (lease.Term, lease.Token) and the
 // tick's idempotency key (lease.IdempotencyKey), the same on every retry.
 // It is cancelled, with a cause, when the term's trust window ends (code
-// baton.ELEASELOST: the same rule as a command's, on the monotonic clock),
+// baton.ELEASELOST: the same rule and code as a command's, internal/hold, on
+// the monotonic clock; its Err reads the clock, as lease.Run's fn's does),
 // at the job's timeout (its deadline), when a newer tick replaces the run
 // (overlap replace), and when the daemon stops. A function that has not
 // returned when its lease may be granted to another (kill_after after a
@@ -279,11 +281,12 @@ func (p *funcPanic) Error() string { return fmt.Sprintf("panicked: %v", p.value)
 const maxFuncReason = 1024
 
 // runFunc is run for a Go function: it runs the registered function of j
-// under term, renews the term about every TTL/3, and cancels the
-// function's ctx when trust in the term ends, at the timeout, or when a is
-// stopped (replaced, or the daemon drains). survivors is non-empty when
-// the function outlived its lease: the term is then left to expire, never
-// released while the function may still run.
+// under term, keeps the term as a command's supervisor does (internal/hold:
+// renewals about every TTL/3, the trust window keeping kill_after back),
+// and cancels the function's ctx when trust in the term ends, at the
+// timeout, or when a is stopped (replaced, or the daemon drains).
+// survivors is non-empty when the function outlived its lease: the term is
+// then left to expire, never released while the function may still run.
 func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.Time, attempt int, a *active, obs Observer, log interface {
 	Info(string, ...any)
 }) (e Ending, lost bool, survivors []int) {
@@ -295,37 +298,36 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 		return Ending{Outcome: baton.OutcomeFailed, Reason: "this daemon has no function registered for job " + j.Name}, false, nil
 	}
 	leaser := observedLeaser{Leaser: d.Leaser, job: j.Name, obs: obs}
-	ttl := term.TTL
-	killAfter := supervise.EffectiveKillAfter(ttl, j.KillAfter.D())
-	safety := supervise.Safety(ttl)
 	// As for a command: trusted until a renewal's send time + TTL − kill
-	// after − safety; the function then has kill_after to return before the
-	// store may expire the term and grant it to another.
-	trustUntil := func(s time.Time) time.Time { return s.Add(ttl - killAfter - safety) }
-	expires := func(s time.Time) time.Time { return s.Add(ttl - safety) }
-	lastSent := sent
+	// after − safety (hold.Window); the function then has kill_after to
+	// return before the store may expire the term and grant it to another.
+	killAfter := supervise.EffectiveKillAfter(term.TTL, j.KillAfter.D())
 	// An acquisition that took long leaves little of the window: renew
 	// before starting, as the supervisor does.
-	if time.Since(sent) > ttl/3 {
-		now := time.Now()
-		rctx, cancel := context.WithTimeout(context.Background(), ttl/3)
-		err := leaser.Renew(rctx, term)
-		cancel()
-		if err != nil {
-			return Ending{Outcome: baton.OutcomeLostLease, Reason: fmt.Sprintf("the lease of %s (token %d) could not be renewed before the function started: %v", term.Job, term.Token, err)}, true, nil
-		}
-		lastSent = now
+	sent, err := hold.Fresh(leaser, term, sent)
+	if err != nil {
+		return Ending{Outcome: baton.OutcomeLostLease, Reason: err.Error()}, true, nil
 	}
+	keeper := hold.Keep(hold.Config{Leaser: leaser, Term: term, Reserve: killAfter,
+		Logf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...)) }}, sent)
+	defer keeper.Stop()
+	// expires is when the store may expire the term, less the safety
+	// margin: kill_after after the trust window's end.
+	expires := func() time.Time { return keeper.Until().Add(killAfter) }
 
 	base, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	ctx := base
+	run := base // the daemon's view of the function's ctx, which does not read the clock
 	if j.Timeout > 0 {
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, j.Timeout.D(), fmt.Errorf("job %s ran past its timeout of %s", j.Name, j.Timeout))
+		run, stop = context.WithTimeoutCause(run, j.Timeout.D(), fmt.Errorf("job %s ran past its timeout of %s", j.Name, j.Timeout))
 		defer stop()
 	}
-	ctx = lease.WithIdempotencyKey(lease.NewContext(ctx, term), t.IdempotencyKey())
+	// The function gets a copy of the term (the Keeper's renewals write
+	// its own), and a ctx whose Err reads the clock, as lease.Run's fn.
+	own := *term
+	run = lease.WithIdempotencyKey(lease.NewContext(run, &own), t.IdempotencyKey())
+	ctx := keeper.Context(run, cancel)
 	done := make(chan error, 1)
 	go func() {
 		defer func() {
@@ -336,33 +338,32 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 		done <- fn(ctx)
 	}()
 
-	renewAt := time.NewTimer(time.Until(lastSent.Add(ttl / 3)))
-	defer renewAt.Stop()
-	stopAt := time.NewTimer(time.Until(trustUntil(lastSent)))
-	defer stopAt.Stop()
 	var maxRun <-chan time.Time
 	if j.Timeout > 0 {
 		tm := time.NewTimer(j.Timeout.D())
 		defer tm.Stop()
 		maxRun = tm.C
 	}
-	retry := max(ttl/15, 20*time.Millisecond)
 	stopped := a.stop
-	failing := false
+	trustEnded := keeper.Lost()
 	var why string         // why the ctx was cancelled: "" (it was not), lost, timeout, stopped
 	var lostErr error      // the loss, once trust ran out or a renewal was refused
 	var giveUp *time.Timer // set once ctx is cancelled: when the function counts as outliving its lease
+	var giveUpAt time.Time
 	var giveUpC <-chan time.Time
 	end := func(cause error, w string, grace time.Time) {
 		if why == "" {
 			why = w
 			cancel(cause)
 		}
-		if giveUp == nil {
+		switch {
+		case giveUp == nil:
+			giveUpAt = grace
 			giveUp = time.NewTimer(time.Until(grace))
 			giveUpC = giveUp.C
-		} else if w == "lost" {
-			giveUp.Reset(min(time.Until(grace), time.Until(expires(lastSent))))
+		case grace.Before(giveUpAt):
+			giveUpAt = grace
+			giveUp.Reset(time.Until(grace))
 		}
 	}
 	defer func() {
@@ -373,46 +374,28 @@ func (d *Daemon) runFunc(j baton.Job, t baton.Tick, term *baton.Term, sent time.
 	for {
 		select {
 		case err := <-done:
-			if why == "" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if why == "" && errors.Is(run.Err(), context.DeadlineExceeded) {
 				// The deadline came before maxRun's timer, made just after it.
 				why = "timeout"
 			}
-			return funcEnding(j, err, why, lostErr, a, log), lostErr != nil, nil
-		case <-renewAt.C:
-			if lostErr != nil {
-				continue
-			}
-			now := time.Now()
-			rctx, rcancel := context.WithDeadline(context.Background(), trustUntil(lastSent))
-			err := leaser.Renew(rctx, term)
-			rcancel()
-			switch {
-			case err == nil:
-				if failing {
-					log.Info(fmt.Sprintf("renewed the lease of %s (token %d) again", term.Job, term.Token))
-					failing = false
-				}
-				lastSent = now
-				stopAt.Reset(time.Until(trustUntil(lastSent)))
-				renewAt.Reset(time.Until(now.Add(ttl / 3)))
-			case baton.ErrorCode(err) == baton.ELEASELOST:
-				lostErr = err
-				end(err, "lost", expires(lastSent))
-			default:
-				if !failing {
-					log.Info(fmt.Sprintf("renewing the lease of %s (token %d) failed, retrying: %v", term.Job, term.Token, err))
-					failing = true
-				}
-				renewAt.Reset(retry)
-			}
-		case <-stopAt.C:
+			// Trust that ended before the return was seen (the function's
+			// ctx found it so after a pause, or the window's timer ran
+			// meanwhile) makes the attempt lost, as in lease.Run. The
+			// Keeper stopped, its verdict is final.
+			keeper.Stop()
 			if lostErr == nil {
-				lostErr = baton.Errorf(baton.ELEASELOST, "no renewal of the lease of %s (token %d) succeeded in time; the store may grant it to another", term.Job, term.Token)
-				end(lostErr, "lost", expires(lastSent))
+				lostErr = keeper.Err()
 			}
+			return funcEnding(j, err, why, lostErr, a, log), lostErr != nil, nil
+		case <-trustEnded:
+			// The window ended (no renewal in time), or the store said the
+			// term is over. Once: it stays ended.
+			trustEnded = nil
+			lostErr = keeper.Err()
+			end(lostErr, "lost", expires())
 		case <-maxRun:
 			maxRun = nil
-			end(context.Cause(ctx), "timeout", time.Now().Add(killAfter))
+			end(context.Cause(run), "timeout", time.Now().Add(killAfter))
 		case <-stopped:
 			stopped = nil // a closed channel: select it once
 			end(errors.New(a.stopping), "stopped", time.Now().Add(killAfter))

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == supervise.GuardCommand {
 		os.Exit(supervise.GuardMain(os.Args[2:]))
 	}
+	if dsn := os.Getenv(frozenFuncEnv); dsn != "" {
+		os.Exit(frozenFuncReplica(dsn))
+	}
 	pgtest.Main(m)
 }
 

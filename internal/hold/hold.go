@@ -256,3 +256,33 @@ func (k *Keeper) renew(ctx context.Context, sent time.Time) {
 		}
 	}
 }
+
+// Context returns ctx as the holder's work sees it: ctx, whose cancel is
+// cancel, with an Err that also reads the clock. Work that resumes after a
+// pause of the whole process (a GC pause, SIGSTOP, a frozen VM) past the
+// end of the trust window finds its ctx cancelled, with k's ELEASELOST
+// error as the cause, at its first check, before the window's timer has
+// had a chance to run. Done closes when the holder cancels ctx, which it
+// does once Lost is closed (a moment later, after such a pause).
+//
+// cancel must cancel ctx or one of its parents. Give the work the
+// returned ctx itself: a context derived from it has an Err of its own,
+// which does not read the clock.
+func (k *Keeper) Context(ctx context.Context, cancel context.CancelCauseFunc) context.Context {
+	return trustCtx{ctx, k, cancel}
+}
+
+type trustCtx struct {
+	context.Context
+	keeper *Keeper
+	cancel context.CancelCauseFunc
+}
+
+func (c trustCtx) Err() error {
+	if c.Context.Err() == nil {
+		if lost := c.keeper.Check(); lost != nil {
+			c.cancel(lost)
+		}
+	}
+	return c.Context.Err()
+}

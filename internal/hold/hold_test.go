@@ -1,6 +1,8 @@
 package hold_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,5 +51,43 @@ func TestKeeperRenews(t *testing.T) {
 	time.Sleep(time.Second) // three windows' worth: only renewals keep it open
 	if !k.Stop() || renewed == 0 {
 		t.Fatalf("after a second: window open %v, %d renewals; want open, renewed", k.Err() == nil, renewed)
+	}
+}
+
+// The holder's ctx reads the clock at Err: a window whose end has passed
+// (a pause of the whole process, before the window's timer ran) is found
+// at the first Err, with the Keeper's ELEASELOST error as the cause, though
+// nothing else has cancelled the ctx.
+func TestContextErrReadsTheClock(t *testing.T) {
+	l := leaser(t)
+	term := leasetest.MustAcquire(t, l, "job", time.Minute)
+	k := hold.Keep(hold.Config{Leaser: l, Term: term}, time.Now().Add(-time.Hour))
+	defer k.Stop()
+	parent, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	ctx := k.Context(parent, cancel)
+	if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err of a ctx whose window ended an hour ago: %v, want cancelled", err)
+	}
+	if cause := context.Cause(ctx); baton.ErrorCode(cause) != baton.ELEASELOST {
+		t.Fatalf("cause %v, want code %s", cause, baton.ELEASELOST)
+	}
+	select {
+	case <-ctx.Done():
+	default:
+		t.Fatal("Done is open after Err said cancelled")
+	}
+}
+
+// A live window leaves the ctx alone.
+func TestContextOpenWhileTrusted(t *testing.T) {
+	l := leaser(t)
+	term := leasetest.MustAcquire(t, l, "job", time.Minute)
+	k := hold.Keep(hold.Config{Leaser: l, Term: term}, time.Now())
+	defer k.Stop()
+	parent, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	if err := k.Context(parent, cancel).Err(); err != nil {
+		t.Fatalf("Err while the window is open: %v", err)
 	}
 }
