@@ -12,7 +12,9 @@
 // anyway, the fence refuses the write.
 //
 // --work stands for the time the report takes to compute, so that there
-// is a run to pause or kill; a real service has no use for it.
+// is a run to pause or kill. --unfenced is the tests' control run: the
+// write a lock without a fencing token gives. A real service has no use
+// for either.
 package main
 
 import (
@@ -49,6 +51,7 @@ func run(ctx context.Context, args []string) error {
 	id := fs.String("id", fmt.Sprintf("%s:%d", host, os.Getpid()), "this replica's name in the reports table and the log")
 	ttl := fs.Duration("ttl", 10*time.Second, "the job's lease: how long a replica that stopped renewing it keeps it")
 	work := fs.Duration("work", 200*time.Millisecond, "how long computing a report takes")
+	unfenced := fs.Bool("unfenced", false, "test: ignore ctx and write without the fence (the control run: stale reports land)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,7 +75,11 @@ func run(ctx context.Context, args []string) error {
 	err = d.Func(job, func(ctx context.Context) error {
 		tick, token := lease.IdempotencyKey(ctx), lease.Token(ctx)
 		log.Info("report started", "tick", tick, "token", token)
-		err := writeReport(ctx, db, *id, *work)
+		write := writeReport
+		if *unfenced {
+			write = writeUnfenced
+		}
+		err := write(ctx, db, *id, *work)
 		if err != nil {
 			log.Warn("report not written", "tick", tick, "token", token, "code", baton.ErrorCode(err), "err", err)
 			return err
@@ -123,6 +130,22 @@ func writeReport(ctx context.Context, db *postgres.DB, replica string, work time
 	_, err := postgres.ExecFencedCtx(ctx, db.Pool(), db.Schema(),
 		`insert into reports (tick, token, replica, earlier) select $1, $2, $3, $4 from baton_fence
 		 on conflict (tick) do nothing`,
+		lease.IdempotencyKey(ctx), lease.Token(ctx), replica, earlier)
+	return err
+}
+
+// writeUnfenced is --unfenced: writeReport as it would be without baton,
+// under a lock that has no fencing token. It goes on after ctx ended, and
+// its write checks nothing: a replica paused past its lease lands its
+// stale report after the one that took over wrote newer ones.
+func writeUnfenced(ctx context.Context, db *postgres.DB, replica string, work time.Duration) error {
+	var earlier int64
+	if err := db.Pool().QueryRow(ctx, "select count(*) from reports").Scan(&earlier); err != nil {
+		return err
+	}
+	time.Sleep(work)
+	_, err := db.Pool().Exec(context.WithoutCancel(ctx),
+		`insert into reports (tick, token, replica, earlier) values ($1, $2, $3, $4) on conflict (tick) do nothing`,
 		lease.IdempotencyKey(ctx), lease.Token(ctx), replica, earlier)
 	return err
 }
