@@ -61,5 +61,5 @@
 // Token(ctx)). Run never ends another replica's term: Release names the
 // exact term, and the store refuses a term that expired or was taken over.
 //
-// See docs/GO.md for a longer guide.
+// See docs/LIBRARY.md for a longer guide.
 package lease

@@ -194,3 +194,28 @@ func TestDocsStayShort(t *testing.T) {
 		}
 	}
 }
+
+// The README's Documentation table lists every page of docs/.
+func TestReadmeListsEveryDoc(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "\n## Documentation\n")
+	if !ok {
+		t.Fatal("the README has no ## Documentation section")
+	}
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pages {
+		name := filepath.Base(p)
+		if name == "README.md" {
+			continue // the index, linked above the table
+		}
+		if !strings.Contains(table, "](docs/"+name+")") {
+			t.Errorf("the README's Documentation table does not list docs/%s", name)
+		}
+	}
+}
