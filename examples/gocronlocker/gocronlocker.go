@@ -16,7 +16,7 @@
 // gocron hands the task nothing from the locker, so wrap the task with
 // Locker.Task, under the job's name:
 //
-//	locker := gocronlocker.New(postgres.NewLeaser(db), lease.Options{TTL: time.Minute})
+//	locker := gocronlocker.New(postgres.NewLeaser(db), gocronlocker.Options{HoldAtLeast: time.Second})
 //	s, _ := gocron.NewScheduler(gocron.WithDistributedLocker(locker))
 //	s.NewJob(gocron.CronJob("0 2 * * *", false),
 //		locker.Task("nightly-report", report), // report(ctx): lease.Token(ctx) is the token
@@ -25,7 +25,9 @@ package gocronlocker
 
 import (
 	"context"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/lease"
@@ -38,6 +40,7 @@ import (
 type Locker struct {
 	leaser baton.Leaser
 	opts   lease.Options
+	least  time.Duration
 
 	mu   sync.Mutex
 	held map[string]*Lock // by job name: the lock this process holds
@@ -45,12 +48,37 @@ type Locker struct {
 
 var _ gocron.Locker = (*Locker)(nil)
 
+// Options tune a Locker. The zero value is ready to use.
+type Options struct {
+	// TTL is how long a lease lasts without a renewal, by the store's
+	// clock; the Locker renews it about every TTL/3 while the job runs, so
+	// it need not exceed the job's longest run. Zero means lease.DefaultTTL
+	// (30 s). A shorter TTL lets another replica take over sooner after
+	// this one dies mid-run.
+	TTL time.Duration
+	// HoldAtLeast keeps the lease for at least this long after Lock, even
+	// if the job ends sooner. A lock keeps a second replica out only while
+	// it is held: the replicas' schedulers fire a tick at slightly
+	// different times (their clocks differ, a scheduler runs late), and a
+	// job quicker than that gap runs twice. Set it above the gap you
+	// expect and below the interval between ticks (1 s for a job that
+	// runs every minute). Zero: the lease is released when the job ends.
+	HoldAtLeast time.Duration
+	// Logger hears of renewal trouble, of a lost lease and of a task that
+	// ran on after it lost its lease (lease.Run's log). nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
 // New returns a Locker whose leases live in leaser (postgres.NewLeaser for
-// replicas on several hosts, flock.Open for one host). opts are
-// lease.Run's: TTL (30 s when zero) and Logger matter here; Wait is best
-// left zero, so that a busy lease skips the tick instead of running it late.
-func New(leaser baton.Leaser, opts lease.Options) *Locker {
-	return &Locker{leaser: leaser, opts: opts, held: map[string]*Lock{}}
+// replicas on several hosts, flock.Open for one host).
+func New(leaser baton.Leaser, opts Options) *Locker {
+	return &Locker{
+		leaser: leaser,
+		opts:   lease.Options{TTL: opts.TTL, Logger: opts.Logger},
+		least:  opts.HoldAtLeast,
+		held:   map[string]*Lock{},
+	}
 }
 
 // Lock takes the lease of the job named key and keeps renewing it until
@@ -68,7 +96,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		// and all.
 		return nil, baton.Wrap(baton.EINVALID, err, "gocronlocker: give the job a name that can name its lease with gocron.WithName")
 	}
-	lk := &Lock{locker: l, key: key, unlock: make(chan struct{}), done: make(chan struct{})}
+	lk := &Lock{locker: l, key: key, taken: time.Now(), unlock: make(chan struct{}), done: make(chan struct{})}
 	held := make(chan struct{})
 	// lease.Run holds the lease, renews it and applies the trust rule
 	// while its fn runs: here fn lasts from Lock to Unlock, on a goroutine
@@ -76,11 +104,17 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 	go func() {
 		defer close(lk.done)
 		lk.err = lease.Run(ctx, l.leaser, key, l.opts, func(ctx context.Context) error {
+			least := time.NewTimer(l.least)
+			defer least.Stop()
 			lk.ctx = ctx
 			close(held)
 			// Not ctx.Done(): the task runs on until gocron calls Unlock,
 			// and Run logs a task that outlives its lease.
 			<-lk.unlock
+			select {
+			case <-least.C:
+			case <-ctx.Done(): // nothing left to hold
+			}
 			return nil
 		})
 	}()
@@ -142,6 +176,7 @@ func (l *Locker) forget(lk *Lock) {
 type Lock struct {
 	locker *Locker
 	key    string
+	taken  time.Time       // about when Lock was called: HoldAtLeast counts from here
 	ctx    context.Context // lease.Run's fn ctx
 	unlock chan struct{}   // closed by Unlock: fn returns
 	done   chan struct{}   // closed when lease.Run has returned err
@@ -161,11 +196,23 @@ func (lk *Lock) Token() int64 { return lease.Token(lk.ctx) }
 // an error of code baton.ELEASELOST if the lease was lost while held
 // (gocron ignores it; the Locker's logger has said so). Calling it again
 // returns the same.
+//
+// With Options.HoldAtLeast, a lease taken less than that long ago is kept
+// and renewed until then, and released afterwards in the background:
+// Unlock then returns at once, nil unless the lease was already lost.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.once.Do(func() {
 		lk.locker.forget(lk)
 		close(lk.unlock)
 	})
+	if time.Since(lk.taken) < lk.locker.least {
+		select {
+		case <-lk.done:
+			return lk.err
+		default:
+			return nil
+		}
+	}
 	select {
 	case <-lk.done:
 		return lk.err
