@@ -12,10 +12,12 @@ import (
 	"github.com/batonhq/baton/examples/gocronlocker"
 	"github.com/batonhq/baton/flock"
 	"github.com/batonhq/baton/internal/pgtest"
+	"github.com/batonhq/baton/internal/tcpproxy"
 	"github.com/batonhq/baton/lease"
 	"github.com/batonhq/baton/postgres"
 	"github.com/go-co-op/gocron/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -36,6 +38,37 @@ func pgLeasers(t *testing.T) func() *postgres.Leaser {
 		t.Cleanup(db.Close)
 		return postgres.NewLeaser(db)
 	}
+}
+
+// proxiedLeaser opens a Leaser that reaches a fresh database through a TCP
+// proxy (which the test freezes to cut the store off), and returns a
+// function that opens more Leasers on that database, directly.
+func proxiedLeaser(t *testing.T) (*postgres.Leaser, *tcpproxy.Proxy, func() *postgres.Leaser) {
+	t.Helper()
+	dsn := pgtest.DSN(t)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tcpproxy.Start(pgtest.TCPAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	db, err := postgres.Open(context.Background(), postgres.Config{DSN: pgtest.DSNFor(t, cfg.Database, p.Addr()), Application: "baton/gocronlocker-test"})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	direct := func() *postgres.Leaser {
+		db, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Application: "baton/gocronlocker-test"})
+		if err != nil {
+			t.Fatalf("open: %v", err)
+		}
+		t.Cleanup(db.Close)
+		return postgres.NewLeaser(db)
+	}
+	return postgres.NewLeaser(db), p, direct
 }
 
 // localLeasers does the same for the local store, in a temporary directory.
@@ -359,4 +392,72 @@ func TestUnnamedJobIsRefused(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatal("the task did not fail")
 	}
+}
+
+// The store cut off while the job runs (the proxy frozen: renewals hang):
+// the task's ctx ends with an ELEASELOST cause before the store can grant
+// the lease to another replica, which then takes it with a higher token
+// while the first replica's task is still running, well past the TTL.
+func TestFrozenRenewalEndsTaskContextBeforeTakeover(t *testing.T) {
+	t.Parallel()
+	frozen, p, open := proxiedLeaser(t)
+	defer p.Thaw()
+	locker := gocronlocker.New(frozen, gocronlocker.Options{TTL: 2 * time.Second})
+	s := scheduler(t, locker)
+	tokens := make(chan int64, 1)
+	ended := make(chan struct{})
+	finish := make(chan struct{})
+	var cause error
+	_, err := s.NewJob(gocron.OneTimeJob(gocron.OneTimeJobStartImmediately()), locker.Task("report", func(ctx context.Context) error {
+		tokens <- lease.Token(ctx)
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		close(ended)
+		<-finish // runs on, as a task stuck in a call would
+		return nil
+	}), gocron.WithName("report"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	var first int64
+	select {
+	case first = <-tokens:
+	case <-time.After(patience):
+		t.Fatal("the job did not run")
+	}
+	p.Freeze()
+	frozenAt := time.Now()
+
+	other := gocronlocker.New(open(), gocronlocker.Options{TTL: 2 * time.Second})
+	deadline := time.Now().Add(patience)
+	for {
+		l, err := other.Lock(context.Background(), "report")
+		if err == nil {
+			select {
+			case <-ended:
+			default:
+				t.Fatal("another replica got the lease while the first one's task ctx had not ended")
+			}
+			if tok := l.(*gocronlocker.Lock).Token(); tok <= first {
+				t.Errorf("the new holder's token %d is not above %d", tok, first)
+			}
+			t.Logf("taken over %s after the freeze, token %d after %d", time.Since(frozenAt).Round(time.Millisecond), l.(*gocronlocker.Lock).Token(), first)
+			if err := l.Unlock(context.Background()); err != nil {
+				t.Errorf("Unlock: %v", err)
+			}
+			break
+		}
+		if baton.ErrorCode(err) != baton.EBUSY {
+			t.Fatalf("Lock of the other replica: %v, want EBUSY until the lease is free", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lease was never granted to the other replica")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if baton.ErrorCode(cause) != baton.ELEASELOST {
+		t.Errorf("the task's ctx ended with %v, want an ELEASELOST cause", cause)
+	}
+	close(finish)
 }
