@@ -41,6 +41,7 @@ var batonVariables = struct{ withheld, passed []string }{
 		// Tests, benchmarks and the guard's build.
 		"BATON_GUARD_GO", "BATON_GUARD_PROTOCOL", "BATON_TEST_FEATURE_LEVEL", "BATON_PG_BIN", "BATON_BIN",
 		"BATON_ARTIFACTS", "BATON_BLIP_JOBS", "BATON_CHAOS_TRIALS", "BATON_EDGE_TRIALS", "BATON_EXPECT_PG_MAJOR", "BATON_FLEET_ROUNDS",
+		"BATON_MODEL_LONG",
 	},
 }
 
