@@ -474,20 +474,28 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 	// guard is stopped, KILL kill-after later if it has not exited by then.
 	// Killing only the guard, later, would kill the command (Pdeathsig) too
 	// late: after the term expires when the safety is under that delay.
+	// The KILL is due kill-after from the trust window's end, however late
+	// this process came to it (a busy host), and before the slow part, the
+	// search of /proc for the tree to TERM.
 	syscall.Kill(guard, sigStopTree)
-	tree := orphanFinder(int(commandPID.Load()), term.Owner)
+	killAt := time.Now().Add(killAfter)
+	if lost != nil {
+		if end := keeper.Until().Add(killAfter); end.Before(killAt) {
+			killAt = end
+		}
+	}
+	backstop := time.NewTimer(time.Until(killAt))
+	defer backstop.Stop()
 	if guardStopped(guard) {
 		logf("the guard of the command is stopped (SIGSTOP?); baton stops the command's tree itself (TERM, KILL after %s)", killAfter)
-		signalTree(tree, guard, syscall.SIGTERM)
+		signalTree(int(commandPID.Load()), term.Owner, guard, syscall.SIGTERM)
 	}
-	backstop := time.NewTimer(killAfter)
-	defer backstop.Stop()
 	select {
 	case <-exited:
 	case <-backstop.C:
 		// The guard KILLs the tree now too; the same KILL from here does
 		// no harm, and is the one that counts when the guard cannot act.
-		signalTree(orphanFinder(int(commandPID.Load()), term.Owner), guard, syscall.SIGKILL)
+		signalTree(int(commandPID.Load()), term.Owner, guard, syscall.SIGKILL)
 		deadline := time.NewTimer(time.Second)
 		defer deadline.Stop()
 		select {
@@ -512,10 +520,15 @@ func guardStopped(pid int) bool {
 	return err == nil && (st.State == 'T' || st.State == 't')
 }
 
-// signalTree sends sig to every process of the command's tree (member),
-// not to the guard: a guard that can act reports the command's status.
-func signalTree(member treeMember, guard int, sig syscall.Signal) {
-	for _, pid := range findTree(member, false) {
+// signalTree sends sig to every process of the tree of command (its pid, 0
+// when the guard has not said it) in the run runID, not to the guard: a
+// guard that can act reports the command's status. The command's group
+// first, in one call, before the slower search of /proc.
+func signalTree(command int, runID string, guard int, sig syscall.Signal) {
+	if command > 0 {
+		syscall.Kill(-command, sig)
+	}
+	for _, pid := range findTree(orphanFinder(command, runID), false) {
 		if pid != guard {
 			syscall.Kill(pid, sig)
 		}

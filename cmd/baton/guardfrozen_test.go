@@ -62,7 +62,9 @@ func frozenGuardRound(t *testing.T, s, direct store, cut, restore func(), ttl ti
 	}
 	a, out := s.start(t, "run", "--ttl", ttl.String(), "--kill-after", "300ms", job, "--",
 		"sh", "-c", fmt.Sprintf("%swhile :; do date +%%s.%%N >> %s; sleep 0.05; done", trap, logA))
-	waitLine(t, logA, 2*time.Minute, func(string) bool { return true })
+	// A whole line: the command runs (waitLine takes a missing file for
+	// one empty line).
+	waitLine(t, logA, 2*time.Minute, isStamp)
 	g := guardOf(t, a.Process.Pid)
 	syscall.Kill(g, syscall.SIGSTOP)
 	deadline := time.Now().Add(time.Minute)
@@ -120,7 +122,7 @@ func frozenGuardRound(t *testing.T, s, direct store, cut, restore func(), ttl ti
 	t.Logf("%s: ttl %s, ignores TERM %t: first command's last line at term end %+.3f s, second's first line at term end %+.3f s: margin %+.3f s (baton run exited %d)",
 		job, ttl, trap != "", last-end, first-end, margin, code)
 	if last >= end {
-		t.Errorf("%s: the first command (guard frozen, baton run cut off) still ran %.3f s after its term ended by the database's clock", job, last-end)
+		t.Errorf("%s: the first command (guard frozen, baton run cut off) still ran %.3f s after its term ended by the database's clock\n%s", job, last-end, out)
 		overlap = true
 	}
 	if margin <= 0 {
@@ -130,10 +132,16 @@ func frozenGuardRound(t *testing.T, s, direct store, cut, restore func(), ttl ti
 	return overlap
 }
 
+// isStamp says l is a whole time as date +%s.%N writes it.
+func isStamp(l string) bool {
+	_, err := strconv.ParseFloat(l, 64)
+	return strings.Contains(l, ".") && err == nil
+}
+
 // stamps reads the times (date +%s.%N) a command wrote, one a line.
 func stamps(t *testing.T, log string) []float64 {
 	t.Helper()
-	lines := waitLine(t, log, time.Minute, func(string) bool { return true })
+	lines := waitLine(t, log, time.Minute, isStamp)
 	var out []float64
 	for _, l := range lines {
 		v, err := strconv.ParseFloat(strings.TrimSpace(l), 64)
