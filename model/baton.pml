@@ -36,7 +36,7 @@
 #define DRIFT 1         /* how far a host's clock may fall behind the store's over a TTL */
 #endif
 #ifndef GUARD_WAIT
-#define GUARD_WAIT 0    /* supervise.run: a stuck guard is KILLed killAfter + 1 s after sigStopTree; 0: the second fits in SAFETY (TTL >= 15 s) */
+#define GUARD_WAIT 0    /* supervise.run: the supervisor KILLs a stuck guard's tree itself killAfter after sigStopTree (0; it used to wait 1 s more) */
 #endif
 #ifndef CLAIM_TTL
 #define CLAIM_TTL 2     /* scheduler.Daemon.ClaimTTL */
@@ -559,7 +559,7 @@ acquire:
 		atomic { stop_req[i] = true; stuck_left[i] = KILL_AFTER + GUARD_WAIT; sup[i] = SUP_STOP }
 		do
 		:: atomic { tree[i] == EXITED -> break }
-		/* the guard is stuck: KILL it; the command dies by its Pdeathsig */
+		/* the guard is stuck: the supervisor KILLs the tree (and the guard) */
 		:: atomic { !fz_sup[i] && stuck_left[i] == 0 && tree[i] != EXITED ->
 			cmd_alive[i] = false; tree[i] = EXITED; exit_how[i] = KILLED;
 			printf("MSG: supervisor %d KILLs its stuck guard\n", i); break }

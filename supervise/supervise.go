@@ -41,7 +41,11 @@
 // acts on it alone: a supervisor that is frozen or deadlocked cannot keep
 // the tree alive past its term. A guard that dies leaves the command's
 // children behind (the command itself dies with it); the supervisor then
-// kills them (see orphans.go) before it releases anything.
+// kills them (see orphans.go) before it releases anything. A guard that is
+// frozen or stuck when the tree must stop is backed by the supervisor, which
+// signals the tree itself on the guard's schedule (TERM at once when the
+// guard is stopped, KILL kill-after later), so that only a supervisor and a
+// guard frozen at once leave the tree running past its term.
 package supervise
 
 import (
@@ -67,6 +71,7 @@ import (
 	"github.com/batonhq/baton"
 	"github.com/batonhq/baton/internal/hold"
 	"github.com/batonhq/baton/internal/spawn"
+	"github.com/batonhq/baton/procfs"
 	"github.com/batonhq/baton/supervise/guard"
 	"golang.org/x/sys/unix"
 )
@@ -464,21 +469,70 @@ func (s *Supervisor) run(ctx context.Context, term *baton.Term, trustFrom time.T
 
 	// Trust is gone, or time is up: the guard stops the whole tree, TERM then
 	// KILL after the grace, before the store can hand the lease to another.
+	// A guard that cannot (frozen, stuck) is backed by this process, which
+	// signals the tree itself on the guard's own schedule: TERM now if the
+	// guard is stopped, KILL kill-after later if it has not exited by then.
+	// Killing only the guard, later, would kill the command (Pdeathsig) too
+	// late: after the term expires when the safety is under that delay.
+	// The KILL is due kill-after from the trust window's end, however late
+	// this process came to it (a busy host), and before the slow part, the
+	// search of /proc for the tree to TERM.
 	syscall.Kill(guard, sigStopTree)
-	deadline := time.NewTimer(killAfter + time.Second)
-	defer deadline.Stop()
+	killAt := time.Now().Add(killAfter)
+	if lost != nil {
+		if end := keeper.Until().Add(killAfter); end.Before(killAt) {
+			killAt = end
+		}
+	}
+	backstop := time.NewTimer(time.Until(killAt))
+	defer backstop.Stop()
+	if guardStopped(guard) {
+		logf("the guard of the command is stopped (SIGSTOP?); baton stops the command's tree itself (TERM, KILL after %s)", killAfter)
+		signalTree(int(commandPID.Load()), term.Owner, guard, syscall.SIGTERM)
+	}
 	select {
 	case <-exited:
-	case <-deadline.C:
-		// The guard is stuck; killing it kills the command by Pdeathsig.
-		syscall.Kill(guard, syscall.SIGKILL)
-		<-exited
+	case <-backstop.C:
+		// The guard KILLs the tree now too; the same KILL from here does
+		// no harm, and is the one that counts when the guard cannot act.
+		signalTree(int(commandPID.Load()), term.Owner, guard, syscall.SIGKILL)
+		deadline := time.NewTimer(time.Second)
+		defer deadline.Stop()
+		select {
+		case <-exited:
+		case <-deadline.C:
+			// The guard is stuck; what its command left is killed in finish.
+			syscall.Kill(guard, syscall.SIGKILL)
+			<-exited
+		}
 	}
 	res := finish(<-report, Result{LeaseLost: lost, TimedOut: timedOut, Stopped: stopped})
 	if res.LeaseLost == nil && res.Survivors == nil {
 		res.ReleaseErr = release()
 	}
 	return res, ""
+}
+
+// guardStopped says the guard, pid, is stopped (SIGSTOP, a debugger), and
+// so cannot act on the trust window or sigStopTree until it is continued.
+func guardStopped(pid int) bool {
+	st, err := procfs.ReadStat(pid)
+	return err == nil && (st.State == 'T' || st.State == 't')
+}
+
+// signalTree sends sig to every process of the tree of command (its pid, 0
+// when the guard has not said it) in the run runID, not to the guard: a
+// guard that can act reports the command's status. The command's group
+// first, in one call, before the slower search of /proc.
+func signalTree(command int, runID string, guard int, sig syscall.Signal) {
+	if command > 0 {
+		syscall.Kill(-command, sig)
+	}
+	for _, pid := range findTree(orphanFinder(command, runID), false) {
+		if pid != guard {
+			syscall.Kill(pid, sig)
+		}
+	}
 }
 
 // guardExited says the guard, pid, has exited: its waiter saw it (exited is
