@@ -183,22 +183,7 @@ func (c *BenchCommand) claimRound(ctx context.Context, stores []*store, host str
 		}
 		ds = append(ds, d)
 	}
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, d := range ds {
-		wg.Go(func() { d.Run(rctx) })
-	}
-	// Bounded, so that a bench that stalls still ends and says so.
-	limit := time.NewTimer(time.Duration(c.jobs)*10*time.Millisecond + time.Minute)
-	defer limit.Stop()
-	select {
-	case <-all:
-	case <-limit.C:
-	case <-ctx.Done():
-	}
-	cancel()
-	wg.Wait() // drained: every outcome recorded, every lease released
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds = c.burn(ctx, rctx, cancel, ds, all).Seconds()
 	r.Ticks = int(ran.Load())
 	r.Errors = c.jobs - r.Ticks
 	r.PerSec = float64(r.Ticks) / r.Seconds
@@ -243,21 +228,7 @@ func (c *BenchCommand) funcRound(ctx context.Context, stores []*store, host stri
 	if err := analyze(ctx, stores[0]); err != nil {
 		return r, err
 	}
-	var wg sync.WaitGroup
-	start := time.Now()
-	for _, d := range ds {
-		wg.Go(func() { d.Run(rctx) })
-	}
-	limit := time.NewTimer(time.Duration(c.jobs)*10*time.Millisecond + time.Minute)
-	defer limit.Stop()
-	select {
-	case <-all:
-	case <-limit.C:
-	case <-ctx.Done():
-	}
-	cancel()
-	wg.Wait()
-	r.Seconds = time.Since(start).Seconds()
+	r.Seconds = c.burn(ctx, rctx, cancel, ds, all).Seconds()
 	r.Ticks = int(ran.Load())
 	r.Errors = c.jobs - r.Ticks
 	r.PerSec = float64(r.Ticks) / r.Seconds
@@ -473,4 +444,27 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// burn runs the daemons ds on rctx until every job has run (all is
+// closed), a bound for a bench that stalls (so that it still ends and says
+// so), or ctx ends; then it stops them (cancel) and waits for them to
+// drain, every outcome recorded and every lease released. It returns how
+// long that took.
+func (c *BenchCommand) burn(ctx, rctx context.Context, cancel context.CancelFunc, ds []*scheduler.Daemon, all <-chan struct{}) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, d := range ds {
+		wg.Go(func() { d.Run(rctx) })
+	}
+	limit := time.NewTimer(time.Duration(c.jobs)*10*time.Millisecond + time.Minute)
+	defer limit.Stop()
+	select {
+	case <-all:
+	case <-limit.C:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	return time.Since(start)
 }

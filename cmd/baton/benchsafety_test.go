@@ -21,6 +21,7 @@ var benchRuns = [][]string{
 	{"bench", "leases", "--clients", "1,2", "--duration", "200ms"},
 	{"bench", "fence", "--clients", "1,2", "--duration", "200ms"},
 	{"bench", "claims", "--clients", "1,2", "--jobs", "20"},
+	{"bench", "claims", "--clients", "1", "--jobs", "10", "--funcs"},
 	{"bench", "claims", "--clients", "1", "--jobs", "5", "--every", "1s", "--duration", "1s"},
 	{"bench", "outbox", "--clients", "1,2", "--events", "30"},
 	{"bench", "outbox", "--rate", "20", "--duration", "500ms", "--sinks", "noop,http"},
