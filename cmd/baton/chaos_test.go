@@ -404,10 +404,16 @@ func (ce *chaosEnv) trial(t *testing.T, job string, rng *rand.Rand) chaosResult 
 		time.Sleep(time.Duration(rng.IntN(50)) * time.Millisecond)
 	}
 	// The writer wakes first, as a paused writer does: it races its
-	// pending write against its supervisor noticing the lost lease.
-	for i := len(tree) - 1; i >= 0; i-- {
+	// pending write against its supervisor noticing the lost lease. The
+	// supervisor (baton run, tree[0]) wakes up to a kill-after later, as a
+	// thawed host's processes get the CPU one after another: once awake it
+	// KILLs a tree whose trust ended long ago at once (supervise.Run),
+	// which would leave a zombie no time to show what a fence refuses.
+	for i := len(tree) - 1; i >= 1; i-- {
 		syscall.Kill(tree[i], syscall.SIGCONT)
 	}
+	time.Sleep(time.Duration(rng.Int64N(int64(killAfter))))
+	syscall.Kill(tree[0], syscall.SIGCONT)
 	a.Wait()
 	b.Wait()
 	var committed []int64
