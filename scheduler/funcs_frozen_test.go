@@ -23,8 +23,11 @@ import (
 // frozenFuncEnv names the store of TestFuncFrozenPastItsWindow's child.
 const frozenFuncEnv = "BATON_SCHEDULER_TEST_FROZEN_FUNC"
 
-// frozenFuncTTL is the TTL of the frozen function's job.
-const frozenFuncTTL = 2 * time.Second
+// frozenFuncTTL is the TTL of the frozen function's job: long enough that
+// its renewals, starved by a loaded machine (the child runs on one P),
+// still land before the test freezes it (at 2s, beside two CPU hogs, the
+// lease was once lost before the freeze).
+const frozenFuncTTL = 4 * time.Second
 
 // frozenFuncReplica is the child process of TestFuncFrozenPastItsWindow: a
 // service's daemon whose function, at its first call, says so on stdout

@@ -184,7 +184,9 @@ func TestBouncerRun(t *testing.T) {
 	}
 
 	// Three times the pool in concurrent runs, each renewing its lease (TTL
-	// 2s, command 3s: several renewals, with room for a loaded machine)
+	// 6s, command 5s: renewals every 2s, with room for a loaded machine:
+	// at TTL 2s, beside two CPU hogs and the suite, a run saw no renewal
+	// through the 4 server connections within its window)
 	// while the others acquire, renew and release theirs.
 	const runs = 3 * bouncertest.PoolSize
 	type started struct {
@@ -193,7 +195,7 @@ func TestBouncerRun(t *testing.T) {
 	}
 	var load []started
 	for i := range runs {
-		cmd, out := s.start(t, "run", "--ttl", "2s", fmt.Sprintf("load-%d", i), "--", "sh", "-c", "sleep 3; echo $BATON_FENCING_TOKEN")
+		cmd, out := s.start(t, "run", "--ttl", "6s", fmt.Sprintf("load-%d", i), "--", "sh", "-c", "sleep 5; echo $BATON_FENCING_TOKEN")
 		load = append(load, started{cmd, out})
 	}
 	for i, l := range load {
