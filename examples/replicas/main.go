@@ -139,12 +139,13 @@ func writeReport(ctx context.Context, db *postgres.DB, replica string, work time
 // its write checks nothing: a replica paused past its lease lands its
 // stale report after the one that took over wrote newer ones.
 func writeUnfenced(ctx context.Context, db *postgres.DB, replica string, work time.Duration) error {
+	ctx = context.WithoutCancel(ctx) // it goes on, whatever ctx says
 	var earlier int64
 	if err := db.Pool().QueryRow(ctx, "select count(*) from reports").Scan(&earlier); err != nil {
 		return err
 	}
 	time.Sleep(work)
-	_, err := db.Pool().Exec(context.WithoutCancel(ctx),
+	_, err := db.Pool().Exec(ctx,
 		`insert into reports (tick, token, replica, earlier) values ($1, $2, $3, $4) on conflict (tick) do nothing`,
 		lease.IdempotencyKey(ctx), lease.Token(ctx), replica, earlier)
 	return err
