@@ -113,14 +113,13 @@ func (c *BenchCommand) claims(ctx context.Context, fs *flagSet) error {
 	}
 	// Last: the jobs become Go functions' (their definitions change).
 	for _, n := range daemons {
-		if !c.funcs {
-			break
+		if c.funcs {
+			r, err := c.funcRound(ctx, stores[:n], host, jobs)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
 		}
-		r, err := c.funcRound(ctx, stores[:n], host, jobs)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
 	}
 	if c.json {
 		return printJSON(c.env.Stdout, struct {
